@@ -1,0 +1,180 @@
+"""What an agent under test sees and returns.
+
+An agent is any callable (or object with ``__call__``) taking a :class:`Turn`
+and returning its reply as a string, or an awaitable of one. During the turn
+it may call ``turn.call_tool(name, args)`` as often as it likes; each call is
+checked against the domain's invariants, then run against the trial's world.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+AgentReply = str | None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as shown to the agent: its name, description and JSON Schema."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def anthropic(self) -> dict[str, Any]:
+        """The tool in the Anthropic Messages API's `tools` format."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def openai(self) -> dict[str, Any]:
+        """The tool in the OpenAI chat-completions `tools` format."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call returned: a value, or an error with a code and message."""
+
+    ok: bool
+    value: Any = None
+    error: int | None = None
+    message: str | None = None
+
+    def to_json(self) -> str:
+        """The result as the agent should see it (JSON text)."""
+        if self.ok:
+            return json.dumps(self.value, ensure_ascii=False, default=str)
+        return json.dumps({"error": self.error, "message": self.message}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class TrialInfo:
+    """Who this trial is. Never contains the user's hidden instructions."""
+
+    domain: str
+    task_id: str
+    trial: int
+    k: int
+    seed: int
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.domain}/{self.task_id}/{self.trial}"
+
+
+@dataclass
+class Usage:
+    """Tokens used, per model. Adapters call :meth:`add` after every model call."""
+
+    models: dict[str, dict[str, int]] = field(default_factory=dict)
+    calls: int = 0
+
+    def add(
+        self, model: str, input_tokens: int = 0, output_tokens: int = 0, cache_read: int = 0, cache_write: int = 0
+    ) -> None:
+        m = self.models.setdefault(model, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "calls": 0})
+        m["input"] += int(input_tokens or 0)
+        m["output"] += int(output_tokens or 0)
+        m["cache_read"] += int(cache_read or 0)
+        m["cache_write"] += int(cache_write or 0)
+        m["calls"] += 1
+        self.calls += 1
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {k: dict(v) for k, v in self.models.items()}
+
+
+@dataclass
+class Turn:
+    """One agent turn: the conversation so far, the tools, and a handle to call them.
+
+    ``messages`` holds the text conversation, oldest first, as
+    ``{"role": "user" | "assistant", "content": str}``; the last one is the
+    user's newest message. ``state`` is a dict kept for the whole trial, where a
+    stateful agent (a model adapter keeping its native history) stores what it
+    needs between turns.
+    """
+
+    messages: list[dict[str, str]]
+    tools: list[ToolSpec]
+    system_prompt: str
+    trial: TrialInfo
+    state: dict[str, Any]
+    _call: Callable[[str, Any], ToolResult] = field(repr=False)
+    usage: Usage = field(default_factory=Usage)
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
+        """Run a tool of the domain. ``arguments`` may be a dict or JSON text.
+
+        Never raises for a bad call: unknown tools, bad arguments and failed
+        checks come back as a :class:`ToolResult` with ``ok=False``.
+        """
+        return self._call(name, arguments)
+
+    @property
+    def last_user_message(self) -> str:
+        for m in reversed(self.messages):
+            if m["role"] == "user":
+                return m["content"]
+        return ""
+
+
+STOP_REASONS = ("goal_met", "impossible", "handed_off")
+
+
+@dataclass
+class UserReply:
+    """What the simulated user says, and whether it ends the conversation.
+
+    ``stop`` is None to go on, or one of ``goal_met``, ``impossible``,
+    ``handed_off`` (a model user's explicit end signal) or ``script_end``.
+    A closing message with text still gets one last agent turn.
+    """
+
+    text: str
+    stop: str | None = None
+
+
+@dataclass
+class UserTurn:
+    """What the simulated user is given: its own persona and hidden instructions,
+    never the policy. In ``messages`` the role ``user`` is the simulated user
+    itself and ``assistant`` the agent under test."""
+
+    messages: list[dict[str, str]]
+    persona: str
+    instructions: str
+    opening: str | None
+    script: list[str]
+    trial: TrialInfo
+    state: dict[str, Any]
+    handed_off: bool = False
+    usage: Usage = field(default_factory=Usage)
+
+
+UserCallable = Callable[[UserTurn], UserReply | str | Awaitable[UserReply | str]]
+
+
+class Agent(Protocol):
+    """The protocol an in-house agent implements."""
+
+    def __call__(self, turn: Turn) -> AgentReply | Awaitable[AgentReply]: ...
+
+
+AgentCallable = Callable[[Turn], AgentReply | Awaitable[AgentReply]]
+
+
+class AgentError(Exception):
+    """The agent under test failed (its endpoint errored, timed out, answered garbage).
+
+    Raised by adapters; the trial fails with a `runtime` check carrying the message.
+    """
+
+
+class UserError(Exception):
+    """The simulated user failed (its model errored). The trial is errored, not failed."""

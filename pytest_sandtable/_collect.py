@@ -1,0 +1,113 @@
+"""Collecting domain files into pytest items: one item per (task, trial)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._model import Domain, Task
+from ._results import ERRORED, FAILED, TrialResult
+from .plugin import run_state
+
+
+class TrialFailed(Exception):
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.task)
+        self.result = result
+
+
+class TrialErrored(Exception):
+    def __init__(self, result: TrialResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+class DomainFile(pytest.File):
+    """A sandtable.yaml: its tasks, each repeated k times."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from ._errors import DomainError
+        from ._loader import load_domain
+
+        st = run_state(self.config)
+        try:
+            domain = load_domain(self.path)
+        except DomainError as e:
+            st.domain_errors += 1
+            raise self.CollectError(_relative_problems(e, self.config)) from None
+        st.domains[str(self.path)] = domain
+        for tag in sorted({t for task in domain.tasks for t in task.tags}):
+            self.config.addinivalue_line("markers", f"{tag}: sandtable tag")
+        for task in domain.tasks:
+            for i in range(1, st.k + 1):
+                item = TrialItem.from_parent(
+                    self,
+                    name=f"{task.id}[{i}-{st.k}]",
+                    callobj=_sandtable_trial,
+                    domain=domain,
+                    task=task,
+                    trial=i,
+                )
+                item.add_marker("sandtable")
+                for tag in task.tags:
+                    item.add_marker(tag)
+                yield item
+
+
+def _relative_problems(e: Any, config: pytest.Config) -> str:
+    text = str(e)
+    root = str(config.rootpath) + "/"
+    return text.replace(root, "")
+
+
+def _sandtable_trial(sandtable_agent: Any, sandtable_user: Any) -> None:
+    """Stands in for a test function so pytest resolves the trial's fixtures."""
+
+
+class TrialItem(pytest.Function):
+    """One trial of one task. The trial runs in setup (so that a trial errored by
+    the simulated user or the domain shows as a pytest error); the call phase
+    reports its verdict."""
+
+    def __init__(self, *, domain: Domain, task: Task, trial: int, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.domain = domain
+        self.task = task
+        self.trial = trial
+        self.result: TrialResult | None = None
+        self.sandtable_payload: tuple[str, dict[str, Any]] | None = None
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        line = self.task.pos.line - 1 if self.task.pos else 0
+        return self.path, line, self.name
+
+    def setup(self) -> None:
+        super().setup()
+        st = run_state(self.config)
+        agent = self.funcargs["sandtable_agent"]
+        user = self.funcargs["sandtable_user"]
+        loc = f"{self.location[0]}:{(self.location[1] or 0) + 1}"
+        result = st.run(self.domain, self.task, self.trial, agent, user, location=loc)
+        self.result = result
+        if result.verdict == ERRORED:
+            self.sandtable_payload = ("setup", result.to_dict())
+            raise TrialErrored(result)
+        self.sandtable_payload = ("call", result.to_dict())
+
+    def runtest(self) -> None:
+        assert self.result is not None
+        if self.result.verdict == FAILED:
+            raise TrialFailed(self.result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
+        from ._text import failure_text, transcript_text
+
+        if isinstance(excinfo.value, (TrialFailed, TrialErrored)):
+            result = excinfo.value.result
+            when = "setup" if isinstance(excinfo.value, TrialErrored) else "call"
+            self.add_report_section(when, "sandtable transcript", transcript_text(result))
+            return failure_text(result)
+        return super().repr_failure(excinfo)

@@ -1,0 +1,236 @@
+"""Values, `$arg` references and conditions (`where`, `when`, `args`, `fields`).
+
+Number comparison is numeric: "2100", 2100 and 2100.0 are equal. Strings that
+are not numbers compare as strings (so ISO dates order correctly).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+OPERATOR_SYMBOLS = {
+    "eq": "=",
+    "ne": "!=",
+    "gt": ">",
+    "gte": ">=",
+    "lt": "<",
+    "lte": "<=",
+    "in": "in",
+    "not_in": "not in",
+    "contains": "contains",
+    "matches": "matches",
+    "exists": "exists",
+}
+
+
+class _Absent:
+    """An optional argument the call did not give: its `where` field is ignored."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
+_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
+_EMBEDDED = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
+_NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
+
+
+def resolve(expr: Any, args: Mapping[str, Any]) -> Any:
+    """Resolve `$name` references in a value expression against a call's arguments.
+
+    A string that is exactly `$name` becomes the argument's value (typed), or
+    ABSENT when the call did not give it. `$name` inside a longer string is
+    interpolated; `$$` is a literal `$`. Dicts and lists are resolved deeply.
+    """
+    if isinstance(expr, str):
+        if "$" not in expr:
+            return expr
+        m = _REF.match(expr)
+        if m:
+            return args.get(m.group(1), ABSENT)
+
+        def sub(mm: re.Match[str]) -> str:
+            if mm.group(0) == "$$":
+                return "$"
+            v = args.get(mm.group(1), ABSENT)
+            return "" if v is ABSENT else format_value(v)
+
+        return _EMBEDDED.sub(sub, expr)
+    if isinstance(expr, dict):
+        return {k: resolve(v, args) for k, v in expr.items()}
+    if isinstance(expr, list):
+        return [resolve(v, args) for v in expr]
+    return expr
+
+
+_BRACE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def template(message: str, args: Mapping[str, Any]) -> str:
+    """Fill `{name}` and `$name` in a message from the call's arguments."""
+    text = resolve(message, args)
+    if not isinstance(text, str):
+        text = format_value(text)
+    return _BRACE.sub(lambda m: format_value(args[m.group(1)]) if m.group(1) in args else m.group(0), text)
+
+
+def as_number(v: Any) -> float | None:
+    """The numeric value of an int, float or numeric string; None otherwise."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and _NUMBER.match(v):
+        try:
+            return float(v)
+        except ValueError:  # pragma: no cover - the regex admits only floats
+            return None
+    return None
+
+
+def equal(a: Any, b: Any) -> bool:
+    na, nb = as_number(a), as_number(b)
+    if na is not None and nb is not None:
+        return na == nb
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def _compare(a: Any, b: Any) -> int | None:
+    """-1/0/1, numerically when both are numbers, else as strings of the same type."""
+    na, nb = as_number(a), as_number(b)
+    if na is not None and nb is not None:
+        return (na > nb) - (na < nb)
+    if isinstance(a, str) and isinstance(b, str):
+        return (a > b) - (a < b)
+    return None
+
+
+def is_operator_object(cond: Any) -> bool:
+    return isinstance(cond, dict) and bool(cond) and all(k in OPERATOR_SYMBOLS for k in cond)
+
+
+def test(actual: Any, cond: Any, present: bool = True) -> bool:
+    """Does a value satisfy a condition (a literal for equality, or an operator object)?"""
+    if not is_operator_object(cond):
+        return present and equal(actual, cond)
+    for op, want in cond.items():
+        if op == "exists":
+            if bool(want) != (present and actual is not None):
+                return False
+            continue
+        if not present:
+            if op in ("ne", "not_in"):
+                continue
+            return False
+        if op == "eq":
+            ok = equal(actual, want)
+        elif op == "ne":
+            ok = not equal(actual, want)
+        elif op in ("gt", "gte", "lt", "lte"):
+            c = _compare(actual, want)
+            if c is None:
+                return False
+            ok = {"gt": c > 0, "gte": c >= 0, "lt": c < 0, "lte": c <= 0}[op]
+        elif op == "in":
+            ok = isinstance(want, list) and any(equal(actual, w) for w in want)
+        elif op == "not_in":
+            ok = not (isinstance(want, list) and any(equal(actual, w) for w in want))
+        elif op == "contains":
+            if isinstance(actual, str):
+                ok = str(want).lower() in actual.lower()
+            elif isinstance(actual, list):
+                ok = any(equal(x, want) for x in actual)
+            else:
+                ok = False
+        elif op == "matches":
+            ok = isinstance(actual, (str, int, float)) and re.search(str(want), str(actual)) is not None
+        else:  # pragma: no cover - validated at load time
+            return False
+        if not ok:
+            return False
+    return True
+
+
+def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolve a where clause; fields whose `$arg` was not given are dropped."""
+    out: dict[str, Any] = {}
+    for f, cond in (where or {}).items():
+        r = resolve(cond, args)
+        if r is ABSENT:
+            continue
+        if is_operator_object(r):
+            r = {op: v for op, v in r.items() if v is not ABSENT}
+            if not r:
+                continue
+        out[f] = r
+    return out
+
+
+def row_matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """Does a row satisfy an already resolved where clause?"""
+    for f, cond in where.items():
+        if not test(row.get(f), cond, f in row):
+            return False
+    return True
+
+
+def first_mismatch(row: Mapping[str, Any], where: Mapping[str, Any]) -> str | None:
+    """Describe the first field of a row that fails the clause, or None."""
+    for f, cond in where.items():
+        if not test(row.get(f), cond, f in row):
+            got = format_literal(row[f]) if f in row else "missing"
+            return f"{f} is {got}, expected {describe_condition(cond)}"
+    return None
+
+
+def describe_condition(cond: Any) -> str:
+    if not is_operator_object(cond):
+        return format_literal(cond)
+    parts = []
+    for op, want in cond.items():
+        if op == "exists":
+            parts.append("present" if want else "absent")
+        elif op == "eq":
+            parts.append(format_literal(want))
+        else:
+            parts.append(f"{OPERATOR_SYMBOLS[op]} {format_literal(want)}")
+    return " and ".join(parts)
+
+
+def describe_clause(where: Mapping[str, Any]) -> str:
+    """`amount > 500, status="open"`: a resolved clause for messages."""
+    parts = []
+    for f, cond in where.items():
+        if is_operator_object(cond):
+            parts.append(f"{f} {describe_condition(cond)}")
+        else:
+            parts.append(f"{f}={format_literal(cond)}")
+    return ", ".join(parts)
+
+
+def format_value(v: Any) -> str:
+    """A value as a person reads it: 2350 not 2350.0, strings bare."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (dict, list)):
+        import json
+
+        return json.dumps(v, ensure_ascii=False, sort_keys=True)
+    if v is None:
+        return "null"
+    return str(v)
+
+
+def format_literal(v: Any) -> str:
+    """Like format_value, but strings quoted (for 'is "available", expected "booked"')."""
+    if isinstance(v, str):
+        return '"' + v + '"'
+    return format_value(v)

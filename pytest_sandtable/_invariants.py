@@ -1,0 +1,212 @@
+"""Policy rules, evaluated before every tool call against the world at that moment,
+and `never_disclose` over every agent message."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ._conditions import (
+    ABSENT,
+    as_number,
+    describe_clause,
+    equal,
+    first_mismatch,
+    format_literal,
+    format_value,
+    resolve,
+    resolve_where,
+    row_matches,
+)
+from ._model import Domain, Invariant
+from ._world import World, _index_key
+
+
+def _ref_value(ref: Any, args: Mapping[str, Any], world: World) -> tuple[bool, Any, str]:
+    """Resolve a bound: a constant, or {table, key, field} read from the world now.
+
+    Returns (applies, value, description); a record that does not resolve makes the rule not apply.
+    """
+    if isinstance(ref, dict) and "table" in ref:
+        key = resolve(ref.get("key"), args)
+        if key is ABSENT:
+            return False, None, ""
+        row = world.get(ref["table"], key)
+        if row is None or row.get(ref["field"]) is None:
+            return False, None, ""
+        return True, row[ref["field"]], f"{ref['table']} {format_value(key)} {ref['field']}"
+    return True, resolve(ref, args), ""
+
+
+_LIMIT_WORDS = {
+    "lte": ("<=", "exceeds the limit"),
+    "lt": ("<", "is not below the limit"),
+    "gte": (">=", "is below the minimum"),
+    "gt": (">", "is not above the minimum"),
+}
+
+
+def check_call(
+    inv: Invariant,
+    tool: str,
+    args: Mapping[str, Any],
+    world: World,
+    succeeded: Sequence[tuple[str, Mapping[str, Any]]],
+) -> str | None:
+    """The violation's detail if this call breaks the rule, else None."""
+    s = inv.spec
+    if inv.kind == "before":
+        if tool != s["then"]:
+            return None
+        same = list(s.get("same") or [])
+        for name, prev in succeeded:
+            if name == s["first"] and all(equal(prev.get(f), args.get(f)) for f in same):
+                return None
+        which = ", ".join(f"{f}={format_value(args.get(f))}" for f in same)
+        return f"{tool} called before {s['first']} succeeded" + (f" for {which}" if which else "")
+    if inv.tool != tool:
+        return None
+    if inv.kind == "require":
+        rec = s["record"]
+        key = resolve(rec.get("key"), args)
+        if key is ABSENT:
+            return None
+        row = world.get(rec["table"], key)
+        if row is None:
+            return None
+        miss = first_mismatch(row, resolve_where(s.get("where"), args))
+        return f"{tool}: {rec['table']} {format_value(key)} {miss}" if miss else None
+    if inv.kind == "limit":
+        value = args.get(s["arg"], ABSENT)
+        if value is ABSENT or as_number(value) is None:
+            return None
+        for op, (_sym, words) in _LIMIT_WORDS.items():
+            if op not in s:
+                continue
+            applies, bound, _ = _ref_value(s[op], args, world)
+            nb, nv = as_number(bound), as_number(value)
+            if not applies or nb is None or nv is None:
+                continue
+            ok = {"lte": nv <= nb, "lt": nv < nb, "gte": nv >= nb, "gt": nv > nb}[op]
+            if not ok:
+                return f"{tool} {s['arg']}={format_value(value)} {words} {format_value(bound)}"
+        return None
+    if inv.kind == "match":
+        la, lv, ldesc = _ref_value(s["left"], args, world)
+        ra, rv, rdesc = _ref_value(s["right"], args, world)
+        if not (la and ra) or equal(lv, rv):
+            return None
+        return f"{tool}: {ldesc} is {format_literal(lv)} but {rdesc} is {format_literal(rv)}"
+    if inv.kind == "never":
+        when = s.get("when")
+        if not when:
+            return f"{tool} was called"
+        if row_matches(args, when):
+            given = ", ".join(f"{f}={format_value(args.get(f))}" for f in when)
+            return f"{tool} called with {given} (never when {describe_clause(when)})"
+        return None
+    return None
+
+
+# -- never_disclose ---------------------------------------------------------
+
+# 2350, 2,350, $2,350.00, 2 350, 2350.5: a number as a person writes it. Not part of
+# an identifier like L-2350 or a longer number.
+_NUMBER_IN_TEXT = re.compile(
+    r"(?<![\w.,-])\$?\s?((?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d+)?)(?![\w]|[.,]\d)"
+)
+_WORD = re.compile(r"\w+")
+
+
+def numbers_in(text: str) -> dict[float, str]:
+    """Every number written in a text, as value -> how it was written."""
+    out: dict[float, str] = {}
+    for m in _NUMBER_IN_TEXT.finditer(text):
+        raw = m.group(1)
+        try:
+            out.setdefault(float(raw.replace(",", "").replace(" ", "")), m.group(0).strip())
+        except ValueError:  # pragma: no cover
+            continue
+    return out
+
+
+class DisclosureScanner:
+    """Finds protected values in an agent message, in the forms a person would write them."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.rules = [i for i in domain.invariants if i.kind == "never_disclose"]
+        self._patterns: dict[str, re.Pattern[str]] = {}
+
+    def _text_pattern(self, value: str) -> re.Pattern[str]:
+        p = self._patterns.get(value)
+        if p is None:
+            p = re.compile(r"(?<!\w)" + re.escape(value) + r"(?!\w)", re.IGNORECASE)
+            self._patterns[value] = p
+        return p
+
+    def _values(self, inv: Invariant, world: World) -> Iterable[tuple[Any, str | None]]:
+        """(index key, record description or None) of every protected value right now."""
+        vals = inv.spec["values"]
+        if isinstance(vals, list):
+            for v in vals:
+                yield _index_key(v), None
+            return
+        table, fieldname = vals["table"], vals["field"]
+        where = vals.get("where")
+        if where:
+            for row in world.select(table, resolve_where(where, {})):
+                if fieldname in row:
+                    yield _index_key(row[fieldname]), table
+            return
+        for ik in world.field_values(table, fieldname):
+            yield ik, table
+
+    def scan(self, text: str, world: World) -> list[tuple[Invariant, str]]:
+        """(rule, detail) for every rule whose protected value the text contains."""
+        found: list[tuple[Invariant, str]] = []
+        if not self.rules or not text:
+            return found
+        nums = numbers_in(text)
+        words = {w.lower() for w in _WORD.findall(text)}
+        for inv in self.rules:
+            hit = self._scan_rule(inv, text, nums, words, world)
+            if hit:
+                found.append((inv, hit))
+        return found
+
+    def _scan_rule(
+        self, inv: Invariant, text: str, nums: dict[float, str], words: set[str], world: World
+    ) -> str | None:
+        vals = inv.spec["values"]
+        table_vals = isinstance(vals, dict)
+        protected = None if not table_vals or vals.get("where") else world.field_values(vals["table"], vals["field"])
+        # fast path for numbers: look the text's numbers up in the protected set
+        for n, written in nums.items():
+            ik = ("n", n)
+            if protected is not None:
+                if ik in protected:
+                    return self._detail(inv, n, written, world)
+            elif any(v == ik for v, _ in self._values(inv, world)):
+                return self._detail(inv, n, written, world)
+        for ik, _ in self._values(inv, world):
+            if ik is None or ik[0] != "s":
+                continue
+            value = ik[1]
+            if not value.strip():
+                continue
+            first = _WORD.findall(value)
+            if first and first[0].lower() not in words:
+                continue
+            m = self._text_pattern(value).search(text)
+            if m:
+                return self._detail(inv, value, m.group(0), world)
+        return None
+
+    def _detail(self, inv: Invariant, value: Any, written: str, world: World) -> str:
+        vals = inv.spec["values"]
+        if isinstance(vals, dict):
+            keys = world.keys_with_value(vals["table"], vals["field"], value)
+            rec = f"{vals['table']} {format_value(keys[0])} " if keys else f"{vals['table']} "
+            return f"agent said {rec}{vals['field']} {format_value(value)} as {format_literal(written)}"
+        return f"agent said the protected value {format_literal(format_value(value))} as {format_literal(written)}"

@@ -1,0 +1,235 @@
+"""The validated, in-memory form of a domain file.
+
+`_loader.load_domain` builds these from YAML after schema and cross-reference
+validation; the engine (`_world`, `_tools`, `_invariants`, `_grading`, `_trial`)
+only ever reads them. Seed rows are shared by every trial and never mutated.
+
+Value expressions: wherever the spec allows `$name`, the raw YAML value is kept
+(a string like "$load_id", or any literal); `_conditions.resolve` turns it into
+a concrete value for one tool call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SPEC_VERSION = 1
+
+PARAM_TYPES = ("string", "number", "integer", "boolean", "object", "array")
+OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists")
+INVARIANT_KINDS = ("before", "require", "limit", "match", "never", "never_disclose")
+OP_KINDS = ("get", "list", "create", "update", "respond")
+
+DEFAULT_MAX_TURNS = 20
+
+
+class _Missing:
+    """Marker for 'no default given' (None is a valid default)."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Pos:
+    """1-based line and column of a node in the domain file."""
+
+    line: int
+    col: int
+
+
+@dataclass
+class Table:
+    name: str
+    key: str
+    rows: list[dict[str, Any]]
+    key_format: str | None = None
+    # every field a row of this table may have: seed rows, `fields:`, create rows, update sets
+    fields: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Param:
+    name: str
+    type: str
+    description: str | None = None
+    required: bool = True
+    default: Any = MISSING
+    enum: list[Any] | None = None
+    # the JSON Schema of this param as agents see it (includes properties/items for object/array)
+    schema: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Check:
+    """What the real API would enforce. `require` fails when no matching record
+    exists; `forbid` fails when one does."""
+
+    kind: Literal["require", "forbid"]
+    table: str
+    key: Any = None  # value expression or None
+    where: dict[str, Any] | None = None  # field -> value expr or operator object
+    error: int = 400
+    message: str = ""
+
+
+@dataclass
+class Op:
+    """One operation of a tool. `spec` is the op's mapping as written, e.g.
+    for `get`: {"table": "carriers", "key": "$mc_number"};
+    for `list`: {"table", "where"?, "limit"?, "order_by"?};
+    for `create`: {"table", "row"}; for `update`: {"table", "key", "set"};
+    for `respond`: {"value": <any JSON value>} (the op's value as written)."""
+
+    kind: str
+    spec: dict[str, Any]
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str = ""
+    params: dict[str, Param] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    handoff: bool = False
+    pos: Pos | None = None
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of this tool's arguments, as shown to agents."""
+        props = {name: dict(p.schema) for name, p in self.params.items()}
+        required = [name for name, p in self.params.items() if p.required and p.default is MISSING]
+        schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+        if required:
+            schema["required"] = required
+        return schema
+
+
+@dataclass
+class Invariant:
+    """A policy rule. `spec` keeps the kind-specific keys as written:
+    before: first, then, same (list of param names)
+    require: tool, record {table, key}, where
+    limit: tool, arg, and one or more of lt/lte/gt/gte (a constant or {table, key, field})
+    match: tool, left {table, key, field}, right {table, key, field}
+    never: tool, when (optional conditions on args)
+    never_disclose: values ({table, field, where?} or a list of literals)
+    """
+
+    id: str
+    kind: str
+    spec: dict[str, Any]
+    soft: bool = False
+    source_quote: str | None = None
+    description: str | None = None
+    pos: Pos | None = None
+
+    @property
+    def tool(self) -> str | None:
+        """The tool this rule is about (`then` for before; None for never_disclose)."""
+        if self.kind == "before":
+            return str(self.spec["then"])
+        if self.kind == "never_disclose":
+            return None
+        return str(self.spec["tool"])
+
+
+@dataclass
+class UserSpec:
+    persona: str = ""
+    instructions: str = ""
+    opening: str | None = None
+    script: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StateExpectation:
+    """Either {table, key, fields} (a record matches) or {table, where, count}."""
+
+    table: str
+    key: Any = None
+    fields: dict[str, Any] | None = None
+    where: dict[str, Any] | None = None
+    count: int | None = None
+    index: int = 0  # 1-based position within its table's entries, for check ids (`#1`)
+
+
+@dataclass
+class CallMatcher:
+    tool: str
+    args: dict[str, Any] | None = None  # conditions on the call's arguments
+
+
+@dataclass
+class Expect:
+    state: list[StateExpectation] = field(default_factory=list)
+    called: list[CallMatcher] = field(default_factory=list)
+    not_called: list[CallMatcher] = field(default_factory=list)
+    reply_includes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RefStep:
+    """One step of a task's reference: a tool call (`call` + `args`) or a reply (`say`)."""
+
+    call: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    say: str | None = None
+
+
+@dataclass
+class Task:
+    id: str
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    critical: bool = False
+    max_turns: int = DEFAULT_MAX_TURNS
+    given: list[Op] = field(default_factory=list)  # create/update ops with literal values
+    user: UserSpec = field(default_factory=UserSpec)
+    expect: Expect = field(default_factory=Expect)
+    reference: list[RefStep] = field(default_factory=list)
+    pos: Pos | None = None
+
+
+@dataclass
+class Domain:
+    name: str
+    description: str
+    policy: str
+    tables: dict[str, Table]
+    tools: dict[str, Tool]
+    invariants: list[Invariant]
+    tasks: list[Task]
+    version: int = SPEC_VERSION
+    tags: dict[str, str] = field(default_factory=dict)  # declared tags (optional)
+    path: str | None = None  # the file it was loaded from
+    sha256: str = ""  # of the file's bytes
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)
+
+    def system_prompt(self) -> str:
+        """The default system prompt: the domain's description and policy."""
+        parts = []
+        if self.description.strip():
+            parts.append(self.description.strip())
+        if self.policy.strip():
+            parts.append("Policy you must follow:\n" + self.policy.strip())
+        return "\n\n".join(parts)

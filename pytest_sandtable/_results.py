@@ -1,0 +1,79 @@
+"""The one data type that flows from a trial to every report: :class:`TrialResult`.
+
+Everything in it is JSON-compatible (dicts, lists, strings, numbers), so it
+travels unchanged inside pytest-xdist reports and into results.json.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"
+ERRORED = "errored"
+
+
+@dataclass
+class Check:
+    kind: str  # invariant | state | called | not_called | reply | runtime
+    id: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Violation:
+    invariant: str
+    kind: str
+    soft: bool
+    detail: str
+    turn: int
+    call: int | None = None  # index into TrialResult.calls; None for what the agent said
+
+
+@dataclass
+class TrialResult:
+    domain: str
+    task: str
+    trial: int
+    k: int
+    seed: int
+    verdict: str  # passed | failed | errored
+    tags: list[str] = field(default_factory=list)
+    critical: bool = False
+    error: str | None = None  # why an errored trial errored
+    ended_by: str = ""  # goal_met | impossible | handoff | script_end | reference_end | max_turns | agent_error | ...
+    turns: int = 0
+    agent: str = ""
+    user: str = ""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    diff: dict[str, Any] = field(default_factory=lambda: {"created": [], "changed": []})
+    usage: dict[str, Any] = field(default_factory=dict)
+    latency: list[float] = field(default_factory=list)  # seconds per agent turn
+    duration: float = 0.0
+    location: str = ""  # file:line of the task
+    # soft rule id -> {"tool": tool or None, "applied": its tool was attempted, "broken": violated}
+    soft: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASSED
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialResult:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["checks"] = [Check(**c) for c in d.get("checks", [])]
+        kw["violations"] = [Violation(**v) for v in d.get("violations", [])]
+        return cls(**kw)

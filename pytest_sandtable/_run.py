@@ -1,0 +1,94 @@
+"""State shared by one pytest run: options, loaded domains, the event loop trials run on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._agent_api import AgentCallable, UserCallable
+from ._agents import agent_label, make_agent
+from ._model import Domain, Task
+from ._results import TrialResult
+from ._trial import arun_trial
+from ._users import make_user
+
+
+class RunState:
+    def __init__(self, *, k: int, agent_spec: str, user_spec: str, run_seed: int, rootdir: Path) -> None:
+        self.k = k
+        self.agent_spec = agent_spec
+        self.user_spec = user_spec
+        self.run_seed = run_seed
+        self.rootdir = rootdir
+        self.domains: dict[str, Domain] = {}
+        self.domain_errors = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.agent_source = ""
+
+    # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
+
+    def default_agent(self) -> AgentCallable:
+        try:
+            agent, _ = make_agent(self.agent_spec)
+        except ValueError as e:
+            pytest.fail(f"--sandtable-agent: {e}", pytrace=False)
+        return agent
+
+    def default_user(self) -> UserCallable:
+        try:
+            user, _ = make_user(self.user_spec)
+        except ValueError as e:
+            pytest.fail(f"--sandtable-user: {e}", pytrace=False)
+        return user
+
+    def describe_agent_source(self, session: pytest.Session) -> None:
+        """Say in the header when a conftest.py's sandtable_agent fixture replaces --sandtable-agent."""
+        seen: set[str] = set()
+        for item in session.items:
+            info = getattr(item, "_fixtureinfo", None)
+            defs = info.name2fixturedefs.get("sandtable_agent") if info is not None else None
+            if not defs or getattr(defs[-1].func, "__module__", "") == "pytest_sandtable.plugin":
+                continue
+            code = getattr(defs[-1].func, "__code__", None)
+            where = os.path.relpath(code.co_filename, self.rootdir) if code else "?"
+            if where not in seen:
+                seen.add(where)
+        if seen:
+            tr = session.config.pluginmanager.get_plugin("terminalreporter")
+            self.agent_source = ", ".join(sorted(seen))
+            if tr is not None:
+                tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {self.agent_source}")
+
+    # -- running ----------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def run(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
+    ) -> TrialResult:
+        coro = arun_trial(
+            domain,
+            task,
+            agent,
+            user,
+            trial=trial,
+            k=self.k,
+            run_seed=self.run_seed,
+            agent_name=agent_label(agent),
+            user_name=agent_label(user),
+            location=location,
+        )
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None

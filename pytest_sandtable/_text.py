@@ -1,0 +1,73 @@
+"""Plain-text renderings of one trial: the failure message and the transcript."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._conditions import format_literal
+from ._results import TrialResult
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={format_literal(v)}" for k, v in args.items())
+
+
+def _short_json(v: Any, limit: int = 300) -> str:
+    s = json.dumps(v, ensure_ascii=False, default=str)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def headline(r: TrialResult) -> str:
+    how = f"ended by {r.ended_by}" if r.ended_by else "not started"
+    turns = f"{r.turns} agent turn{'s' if r.turns != 1 else ''}"
+    return f"{r.task} trial {r.trial} of {r.k} {r.verdict} (seed {r.seed}, {how} after {turns})"
+
+
+def failure_text(r: TrialResult) -> str:
+    """The failed checks and violations first, one line each."""
+    lines = [headline(r)]
+    if r.error:
+        lines.append(f"  errored: {r.error}")
+    failed = r.failed_checks
+    if failed:
+        w_kind = max(len(c.kind) for c in failed)
+        w_id = max(len(c.id) for c in failed)
+        for c in failed:
+            lines.append(f"  {c.kind:<{w_kind}}  {c.id:<{w_id}}  {c.detail}")
+    soft = [v for v in r.violations if v.soft]
+    if soft:
+        lines.append("  soft rules broken (reported, never fail a trial):")
+        for v in soft:
+            lines.append(f"    {v.invariant}  {v.detail}")
+    return "\n".join(lines)
+
+
+def transcript_text(r: TrialResult) -> str:
+    """User, agent, tool calls with arguments and results, violations where they happened."""
+    by_call: dict[int, list[str]] = {}
+    said: dict[int, list[str]] = {}
+    for v in r.violations:
+        mark = f"{'soft rule' if v.soft else 'VIOLATION'} {v.invariant}: {v.detail}"
+        if v.call is not None:
+            by_call.setdefault(v.call, []).append(mark)
+        else:
+            said.setdefault(v.turn, []).append(mark)
+    out: list[str] = []
+    for e in r.transcript:
+        if e["role"] == "tool":
+            c = r.calls[e["call"]]
+            head = f"[{c['turn']}] agent -> {c['tool']}({_args(c['args'])})"
+            if c["ok"]:
+                out.append(f"{head}\n        = {_short_json(c['result'])}")
+            else:
+                err = c["error"] or {}
+                out.append(f"{head}\n        ! error {err.get('code')}: {err.get('message')}")
+            out.extend(f"        !! {m}" for m in by_call.get(c["index"], ()))
+        else:
+            who = "user " if e["role"] == "user" else "agent"
+            text = str(e["text"]).replace("\n", "\n        ")
+            out.append(f"[{e['turn']}] {who}: {text}")
+            if e["role"] == "agent":
+                out.extend(f"        !! {m}" for m in said.pop(e["turn"], ()))
+    return "\n".join(out)

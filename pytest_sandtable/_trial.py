@@ -1,0 +1,350 @@
+"""One trial: a fresh world, the simulated user speaks first, the agent under
+test calls tools (each checked against the rules before it runs), then the
+final world and the call log are graded."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ._agent_api import (
+    AgentCallable,
+    AgentError,
+    ToolResult,
+    ToolSpec,
+    TrialInfo,
+    Turn,
+    Usage,
+    UserCallable,
+    UserReply,
+    UserTurn,
+)
+from ._conditions import format_value
+from ._grading import grade
+from ._invariants import DisclosureScanner, check_call
+from ._model import Domain, Task
+from ._results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
+from ._tools import ArgError, coerce_args, run_checks, run_ops
+from ._world import Conflict, NotFound, World, seed_for
+
+MAX_TOOL_CALLS_PER_TURN = 100
+
+
+class _ToolBudgetExceeded(BaseException):
+    """Raised out of call_tool to stop an agent stuck in a tool loop (BaseException so
+    an agent's `except Exception` does not swallow it)."""
+
+
+def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
+    """A per-trial seed derived stably from (run seed, domain, task, trial number)."""
+    h = hashlib.sha256(f"{run_seed}\x1f{domain}\x1f{task}\x1f{trial}".encode()).digest()
+    return int.from_bytes(h[:4], "big")
+
+
+_TOOLSPECS: dict[int, tuple[Domain, list[ToolSpec], DisclosureScanner]] = {}
+
+
+def _domain_parts(domain: Domain) -> tuple[list[ToolSpec], DisclosureScanner]:
+    hit = _TOOLSPECS.get(id(domain))
+    if hit is None or hit[0] is not domain:
+        specs = [ToolSpec(t.name, t.description, t.input_schema()) for t in domain.tools.values()]
+        hit = (domain, specs, DisclosureScanner(domain))
+        _TOOLSPECS[id(domain)] = hit
+    return hit[1], hit[2]
+
+
+async def _maybe_await(value: Any, timeout: float | None) -> Any:
+    if inspect.isawaitable(value):
+        if timeout:
+            return await asyncio.wait_for(value, timeout)
+        return await value
+    return value
+
+
+class _Trial:
+    def __init__(self, domain: Domain, task: Task, info: TrialInfo) -> None:
+        self.domain = domain
+        self.task = task
+        self.info = info
+        self.world = World(seed_for(domain))
+        self.tools, self.scanner = _domain_parts(domain)
+        self.calls: list[dict[str, Any]] = []
+        self.transcript: list[dict[str, Any]] = []
+        self.violations: list[Violation] = []
+        self.succeeded: list[tuple[str, Mapping[str, Any]]] = []
+        self.turn = 0
+        self.calls_this_turn = 0
+        self.handed_off = False
+
+    def apply_given(self) -> None:
+        for op in self.task.given:
+            s = op.spec
+            if op.kind == "update":
+                self.world.update(s["table"], s["key"], s.get("set", {}))
+            elif op.kind == "create":
+                self.world.create(s["table"], s.get("row", {}))
+
+    def call_tool(self, name: str, raw: Any) -> ToolResult:
+        self.calls_this_turn += 1
+        if self.calls_this_turn > MAX_TOOL_CALLS_PER_TURN:
+            raise _ToolBudgetExceeded()
+        index = len(self.calls)
+        tool = self.domain.tools.get(str(name))
+        violations: list[Violation] = []
+        args: Any = raw
+        if tool is None:
+            known = ", ".join(self.domain.tools)
+            result = ToolResult(False, error=404, message=f"unknown tool {name!r}; the tools are {known}")
+        else:
+            try:
+                args = coerce_args(tool, raw)
+                bad = None
+            except ArgError as e:
+                bad = str(e)
+            rule_args = args if isinstance(args, dict) else {}
+            for inv in self.domain.invariants:
+                if inv.kind == "never_disclose":
+                    continue
+                detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
+                if detail:
+                    violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index))
+            if bad is not None:
+                result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {bad}")
+            else:
+                result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
+            if result.ok:
+                self.succeeded.append((tool.name, args))
+                if tool.handoff:
+                    self.handed_off = True
+        call: dict[str, Any] = {
+            "index": index,
+            "turn": self.turn,
+            "tool": str(name),
+            "args": args if isinstance(args, dict) else {"_raw": args},
+            "ok": result.ok,
+            "result": result.value if result.ok else None,
+            "error": None if result.ok else {"code": result.error, "message": result.message},
+            "violations": [v.invariant for v in violations],
+        }
+        self.calls.append(call)
+        self.violations.extend(violations)
+        self.transcript.append({"role": "tool", "call": index})
+        return result
+
+    def say(self, role: str, text: str) -> None:
+        self.transcript.append({"role": role, "text": text, "turn": self.turn})
+        if role == "agent":
+            for inv, detail in self.scanner.scan(text, self.world):
+                self.violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None))
+
+
+def _conversation(transcript: list[dict[str, Any]], for_user: bool = False) -> list[dict[str, str]]:
+    """The text conversation; roles as the agent's API sees them (user/assistant)."""
+    out = []
+    for e in transcript:
+        if e["role"] == "user":
+            out.append({"role": "user", "content": e["text"]})
+        elif e["role"] == "agent":
+            out.append({"role": "assistant", "content": e["text"]})
+    return out
+
+
+async def arun_trial(
+    domain: Domain,
+    task: Task | str,
+    agent: AgentCallable,
+    user: UserCallable,
+    *,
+    trial: int = 1,
+    k: int = 1,
+    run_seed: int = 0,
+    agent_name: str = "",
+    user_name: str = "",
+    turn_timeout: float | None = None,
+    location: str = "",
+) -> TrialResult:
+    """Run one trial and grade it. Never raises for a failing agent or user: the
+    agent's failures fail the trial with a `runtime` check; the simulated user's
+    failures and domain bugs make it errored."""
+    if isinstance(task, str):
+        task = domain.task(task)
+    from ._agents import ReferenceAgent
+
+    if isinstance(agent, ReferenceAgent):
+        agent = agent.for_task(task)
+    info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
+    t = _Trial(domain, task, info)
+    started = time.perf_counter()
+    runtime: list[Check] = []
+    error: str | None = None
+    ended_by = ""
+    latency: list[float] = []
+    agent_usage, user_usage = Usage(), Usage()
+    agent_state: dict[str, Any] = {}
+    user_state: dict[str, Any] = {}
+    spec = task.user
+
+    async def ask_user() -> UserReply:
+        ut = UserTurn(
+            messages=_conversation(t.transcript),
+            persona=spec.persona,
+            instructions=spec.instructions,
+            opening=spec.opening,
+            script=list(spec.script),
+            trial=info,
+            state=user_state,
+            handed_off=t.handed_off,
+            usage=user_usage,
+        )
+        r = await _maybe_await(user(ut), turn_timeout)
+        if isinstance(r, str):
+            return UserReply(r)
+        if not isinstance(r, UserReply):
+            raise TypeError(f"the simulated user returned {type(r).__name__}, expected UserReply or str")
+        return r
+
+    try:
+        t.apply_given()
+    except (NotFound, Conflict) as e:
+        error = f"the task's given could not be applied: {e}"
+    baseline = t.world.savepoint()
+
+    if error is None:
+        try:
+            first = UserReply(spec.opening) if spec.opening else await ask_user()
+        except Exception as e:  # the simulated user's failure is not the agent's
+            error = f"simulated user failed: {type(e).__name__}: {e}"
+            first = UserReply("")
+        if error is None and first.stop and not first.text.strip():
+            error = f"simulated user ended the conversation before it started ({first.stop})"
+        if error is None:
+            t.say("user", first.text)
+            closing = bool(first.stop)
+            if closing:
+                ended_by = first.stop or ""
+            while True:
+                t.turn += 1
+                t.calls_this_turn = 0
+                turn = Turn(
+                    messages=_conversation(t.transcript),
+                    tools=t.tools,
+                    system_prompt=domain.system_prompt(),
+                    trial=info,
+                    state=agent_state,
+                    _call=t.call_tool,
+                    usage=agent_usage,
+                )
+                t0 = time.perf_counter()
+                try:
+                    reply = await _maybe_await(agent(turn), turn_timeout)
+                except _ToolBudgetExceeded:
+                    runtime.append(Check("runtime", "runtime", False,
+                                         f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn"))
+                    ended_by = "agent_error"
+                    break
+                except (asyncio.TimeoutError, TimeoutError):
+                    runtime.append(Check("runtime", "runtime", False,
+                                         f"the agent did not answer within {format_value(turn_timeout)}s"))
+                    ended_by = "agent_error"
+                    break
+                except AgentError as e:
+                    runtime.append(Check("runtime", "runtime", False, str(e)))
+                    ended_by = "agent_error"
+                    break
+                except Exception as e:
+                    runtime.append(Check("runtime", "runtime", False, f"the agent raised {type(e).__name__}: {e}"))
+                    ended_by = "agent_error"
+                    break
+                latency.append(time.perf_counter() - t0)
+                if reply is not None and not isinstance(reply, str):
+                    runtime.append(Check("runtime", "runtime", False,
+                                         f"the agent returned {type(reply).__name__}, expected a str reply"))
+                    ended_by = "agent_error"
+                    break
+                t.say("agent", reply or "")
+                if closing:
+                    break
+                if t.handed_off:
+                    ended_by = "handoff"
+                    break
+                if t.turn >= task.max_turns:
+                    ended_by = "max_turns"
+                    break
+                try:
+                    ur = await ask_user()
+                except Exception as e:
+                    error = f"simulated user failed: {type(e).__name__}: {e}"
+                    break
+                if ur.stop:
+                    ended_by = ur.stop
+                    if not ur.text.strip():
+                        break
+                    closing = True
+                t.say("user", ur.text)
+
+    checks: list[Check] = list(runtime)
+    hard: dict[str, list[Violation]] = {}
+    for v in t.violations:
+        if not v.soft:
+            hard.setdefault(v.invariant, []).append(v)
+    for inv_id, vs in hard.items():
+        more = f" (and {len(vs) - 1} more)" if len(vs) > 1 else ""
+        checks.append(Check("invariant", inv_id, False, vs[0].detail + more))
+    agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
+    if error is None:
+        checks.extend(grade(task.expect, t.world, t.calls, agent_texts))
+    if error is not None:
+        verdict = ERRORED
+    else:
+        verdict = PASSED if all(c.passed for c in checks) else FAILED
+    attempted = {c["tool"] for c in t.calls}
+    broken = {v.invariant for v in t.violations if v.soft}
+    soft = {
+        inv.id: {
+            "tool": inv.tool,
+            "applied": inv.tool is None or inv.tool in attempted,
+            "broken": inv.id in broken,
+        }
+        for inv in domain.invariants
+        if inv.soft
+    }
+    return TrialResult(
+        soft=soft,
+        domain=domain.name,
+        task=task.id,
+        trial=trial,
+        k=k,
+        seed=info.seed,
+        verdict=verdict,
+        tags=list(task.tags),
+        critical=task.critical,
+        error=error,
+        ended_by=ended_by,
+        turns=t.turn,
+        agent=agent_name,
+        user=user_name,
+        transcript=t.transcript,
+        calls=t.calls,
+        checks=checks,
+        violations=t.violations,
+        diff=t.world.diff(baseline),
+        usage={"agent": agent_usage.to_dict(), "user": user_usage.to_dict()},
+        latency=[round(x, 6) for x in latency],
+        duration=round(time.perf_counter() - started, 6),
+        location=location,
+    )
+
+
+def run_trial(
+    domain: Domain,
+    task: Task | str,
+    agent: AgentCallable,
+    user: UserCallable,
+    **kwargs: Any,
+) -> TrialResult:
+    """Synchronous :func:`arun_trial` (for scripts and tests outside an event loop)."""
+    return asyncio.run(arun_trial(domain, task, agent, user, **kwargs))

@@ -1,0 +1,281 @@
+"""The world a trial runs against: seed tables shared by every trial, plus a
+per-trial overlay of what the trial changed.
+
+Starting a trial copies nothing: a fresh :class:`World` is an empty overlay
+over the shared :class:`Seed`. Reads look in the overlay first; writes put a
+new row dict into the overlay (seed rows are never mutated). Equality lookups
+on large tables use hash indexes built once per seed and field, so a tool that
+lists `loads where origin = X` costs what it matches, not the table's size.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ._conditions import as_number, is_operator_object, row_matches
+from ._model import Domain, Table
+
+# tables smaller than this are scanned; an index would cost more than it saves
+_INDEX_MIN_ROWS = 64
+
+
+def norm_key(v: Any) -> Any:
+    """Row keys compare like values: 100101, "100101" and 100101.0 are one key."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (int, float)):
+        return str(v)
+    return v
+
+
+def _index_key(v: Any) -> Any:
+    """A hashable form of a field value under the spec's equality (numeric for numbers)."""
+    if isinstance(v, bool):
+        return ("b", v)
+    n = as_number(v)
+    if n is not None:
+        return ("n", n)
+    if isinstance(v, str):
+        return ("s", v)
+    if v is None:
+        return ("z", None)
+    return None  # lists and objects are not indexed
+
+
+class SeedTable:
+    """One table's seed rows, read-only, with lazily built per-field indexes."""
+
+    def __init__(self, table: Table) -> None:
+        self.name = table.name
+        self.key = table.key
+        self.key_format = table.key_format
+        self.rows: dict[Any, dict[str, Any]] = {}
+        for row in table.rows:
+            self.rows[norm_key(row[table.key])] = row
+        self.position = {k: i for i, k in enumerate(self.rows)}
+        self._indexes: dict[str, dict[Any, list[Any]]] = {}
+        self._value_counts: dict[str, Counter[Any]] = {}
+
+    def index(self, field: str) -> dict[Any, list[Any]]:
+        idx = self._indexes.get(field)
+        if idx is None:
+            idx = {}
+            for k, row in self.rows.items():
+                if field in row:
+                    ik = _index_key(row[field])
+                    if ik is not None:
+                        idx.setdefault(ik, []).append(k)
+            self._indexes[field] = idx
+        return idx
+
+    def value_counts(self, field: str) -> Counter[Any]:
+        """How often each value of a field occurs in the seed (for never_disclose)."""
+        c = self._value_counts.get(field)
+        if c is None:
+            c = Counter(_index_key(r[field]) for r in self.rows.values() if field in r)
+            c.pop(None, None)
+            self._value_counts[field] = c
+        return c
+
+
+class Seed:
+    """All of a domain's seed tables. Built once per domain and shared by its trials."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.tables = {name: SeedTable(t) for name, t in domain.tables.items()}
+
+
+_SEEDS: dict[int, tuple[Domain, Seed]] = {}
+
+
+def seed_for(domain: Domain) -> Seed:
+    """The shared seed of a domain (cached for the process)."""
+    hit = _SEEDS.get(id(domain))
+    if hit is not None and hit[0] is domain:
+        return hit[1]
+    seed = Seed(domain)
+    _SEEDS[id(domain)] = (domain, seed)
+    return seed
+
+
+Savepoint = tuple[dict[str, dict[Any, dict[str, Any]]], dict[str, list[Any]]]
+
+
+class NotFound(Exception):
+    pass
+
+
+class Conflict(Exception):
+    pass
+
+
+class World:
+    """One trial's world: the seed plus this trial's changes."""
+
+    def __init__(self, seed: Seed) -> None:
+        self.seed = seed
+        # table -> key -> row; a row here replaces the seed row of the same key
+        self._changed: dict[str, dict[Any, dict[str, Any]]] = {name: {} for name in seed.tables}
+        # table -> keys of rows created in this trial, in order
+        self._created: dict[str, list[Any]] = {name: [] for name in seed.tables}
+
+    # -- reads --------------------------------------------------------------
+
+    def get(self, table: str, key: Any) -> dict[str, Any] | None:
+        """The row with this key, or None. Do not mutate the returned dict."""
+        k = norm_key(key)
+        row = self._changed[table].get(k)
+        if row is not None:
+            return row
+        return self.seed.tables[table].rows.get(k)
+
+    def count(self, table: str) -> int:
+        return len(self.seed.tables[table].rows) + len(self._created[table])
+
+    def rows(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every row of a table, seed order first, then rows created in this trial."""
+        st = self.seed.tables[table]
+        changed = self._changed[table]
+        if not changed:
+            yield from st.rows.values()
+        else:
+            for k, row in st.rows.items():
+                yield changed.get(k, row)
+        for k in self._created[table]:
+            yield changed[k]
+
+    def select(self, table: str, where: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]]:
+        """Rows matching a resolved where clause, in table order."""
+        st = self.seed.tables[table]
+        changed = self._changed[table]
+        eq_field = None
+        eq_value: Any = None
+        if len(st.rows) >= _INDEX_MIN_ROWS:
+            for f, cond in where.items():
+                val = cond["eq"] if is_operator_object(cond) and "eq" in cond else cond
+                if not is_operator_object(val) and _index_key(val) is not None:
+                    eq_field, eq_value = f, val
+                    break
+        if eq_field is None:
+            out = [r for r in self.rows(table) if row_matches(r, where)]
+            return out[:limit] if limit is not None else out
+        # seed candidates from the index, then every row this trial touched
+        found: list[tuple[int, dict[str, Any]]] = []
+        for k in st.index(eq_field).get(_index_key(eq_value), ()):
+            if k in changed:
+                continue
+            row = st.rows[k]
+            if row_matches(row, where):
+                found.append((st.position[k], row))
+        base = len(st.rows)
+        created_pos = {k: base + i for i, k in enumerate(self._created[table])}
+        for k, row in changed.items():
+            if row_matches(row, where):
+                found.append((st.position[k] if k in st.position else created_pos[k], row))
+        found.sort(key=lambda p: p[0])
+        out = [r for _, r in found]
+        return out[:limit] if limit is not None else out
+
+    def field_values(self, table: str, field: str) -> Counter[Any]:
+        """Index keys of every value a field holds right now (seed adjusted by changes)."""
+        st = self.seed.tables[table]
+        counts = st.value_counts(field)
+        changed = self._changed[table]
+        if not changed:
+            return counts
+        counts = counts.copy()
+        for k, row in changed.items():
+            old = st.rows.get(k)
+            if old is not None and field in old:
+                ik = _index_key(old[field])
+                counts[ik] -= 1
+                if counts[ik] <= 0:
+                    del counts[ik]
+            if field in row:
+                ik = _index_key(row[field])
+                if ik is not None:
+                    counts[ik] += 1
+        return counts
+
+    def keys_with_value(self, table: str, field: str, value: Any) -> list[Any]:
+        """Keys of rows whose field equals a value (for naming the record in a detail)."""
+        return [r[self.seed.tables[table].key] for r in self.select(table, {field: value}, limit=3)]
+
+    # -- writes -------------------------------------------------------------
+
+    def next_key(self, table: str) -> Any:
+        st = self.seed.tables[table]
+        fmt = st.key_format or "{n}"
+        n = self.count(table) + 1
+        while True:
+            key = fmt.replace("{n}", str(n))
+            if self.get(table, key) is None:
+                return key
+            n += 1
+
+    def create(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
+        st = self.seed.tables[table]
+        row = copy.deepcopy(row)
+        if row.get(st.key) is None:
+            row[st.key] = self.next_key(table)
+        k = norm_key(row[st.key])
+        if self.get(table, k) is not None:
+            raise Conflict(f"{table} {row[st.key]} already exists")
+        self._changed[table][k] = row
+        self._created[table].append(k)
+        return row
+
+    def update(self, table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        old = self.get(table, key)
+        if old is None:
+            raise NotFound(f"{table} {key} not found")
+        row = dict(old)
+        row.update(copy.deepcopy(dict(values)))
+        self._changed[table][norm_key(key)] = row
+        return row
+
+    # -- transactions -------------------------------------------------------
+
+    def savepoint(self) -> Savepoint:
+        """Cheap: the overlay holds only this trial's changes, and rows are replaced, never mutated."""
+        return ({t: dict(c) for t, c in self._changed.items()}, {t: list(c) for t, c in self._created.items()})
+
+    def rollback(self, sp: Savepoint) -> None:
+        self._changed = {t: dict(c) for t, c in sp[0].items()}
+        self._created = {t: list(c) for t, c in sp[1].items()}
+
+    # -- diff ---------------------------------------------------------------
+
+    def diff(self, since: Savepoint | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Rows created, and fields changed with before and after, since a savepoint
+        (the start of the trial, after the task's `given`) or since the seed."""
+        base_changed, base_created = since if since is not None else ({}, {})
+        created: list[dict[str, Any]] = []
+        changed: list[dict[str, Any]] = []
+        for table, rows in self._changed.items():
+            st = self.seed.tables[table]
+            before_rows = base_changed.get(table, {})
+            before_new = set(base_created.get(table, ()))
+            new_keys = set(self._created[table]) - before_new
+            for k in self._created[table]:
+                if k in new_keys:
+                    created.append({"table": table, "key": rows[k][st.key], "row": copy.deepcopy(rows[k])})
+            for k, row in rows.items():
+                if k in new_keys:
+                    continue
+                old = before_rows.get(k) or st.rows[k]
+                if old is row:
+                    continue
+                fields = {
+                    f: {"before": old.get(f), "after": row.get(f)}
+                    for f in sorted(set(old) | set(row))
+                    if f not in old or f not in row or old[f] != row[f]
+                }
+                if fields:
+                    changed.append({"table": table, "key": row[st.key], "fields": fields})
+        return {"created": created, "changed": changed}

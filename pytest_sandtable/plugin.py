@@ -1,0 +1,160 @@
+"""The pytest plugin (the `pytest11` entry point).
+
+Kept light on purpose: pytest imports this module in every run of a project
+that installs the plugin, so it imports nothing but pytest at start-up. The
+engine, YAML and the summary are imported when a domain file is collected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from ._agent_api import AgentCallable, UserCallable
+    from ._run import RunState
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sandtable", "pytest-sandtable: rehearse an AI agent against sandtable.yaml domains")
+    group.addoption("--sandtable-k", type=int, default=None, metavar="K",
+                    help="trials per task (ini: sandtable_k; default 1)")
+    group.addoption("--sandtable-agent", default=None, metavar="AGENT",
+                    help="the agent under test when no sandtable_agent fixture overrides it: "
+                         "'reference' or 'module:attr' (ini: sandtable_agent; default reference)")
+    group.addoption("--sandtable-user", default=None, metavar="USER",
+                    help="the simulated user: 'scripted' (ini: sandtable_user; default scripted)")
+    group.addoption("--sandtable-seed", type=int, default=None, metavar="N",
+                    help="run seed; each trial's seed derives from (run seed, task, trial) (default 0)")
+    parser.addini("sandtable_k", "trials per task", default="1")
+    parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent)", default="reference")
+    parser.addini("sandtable_user", "the simulated user (see --sandtable-user)", default="scripted")
+    parser.addini("sandtable_seed", "run seed", default="0")
+
+
+def _opt(config: pytest.Config, name: str) -> Any:
+    v = config.getoption(f"--sandtable-{name}")
+    return v if v is not None else config.getini(f"sandtable_{name}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sandtable: a trial of a sandtable.yaml task")
+    k = _opt(config, "k")
+    try:
+        k_int = int(k)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"--sandtable-k / sandtable_k: expected a whole number, got {k!r}") from None
+    if k_int < 1:
+        raise pytest.UsageError(f"--sandtable-k / sandtable_k: expected at least 1, got {k_int}")
+    config.stash[_K] = k_int
+    config.pluginmanager.register(_Collector(config), "sandtable-collector")
+
+
+_K = pytest.StashKey[int]()
+_STATE = pytest.StashKey["RunState"]()
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The run's shared state (created on first use: the engine is imported then)."""
+    st = config.stash.get(_STATE, None)
+    if st is None:
+        from ._run import RunState
+
+        st = RunState(
+            k=config.stash[_K],
+            agent_spec=str(_opt(config, "agent")),
+            user_spec=str(_opt(config, "user")),
+            run_seed=int(_opt(config, "seed")),
+            rootdir=Path(str(config.rootpath)),
+        )
+        config.stash[_STATE] = st
+    return st
+
+
+def is_domain_file(path: Path) -> bool:
+    return path.name == "sandtable.yaml" or path.name.endswith(".sandtable.yaml")
+
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    if is_domain_file(file_path):
+        from ._collect import DomainFile
+
+        return DomainFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (
+        f"sandtable: k={config.stash[_K]}, agent={_opt(config, 'agent')}, user={_opt(config, 'user')}, "
+        f"run seed={_opt(config, 'seed')}"
+    )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    st = session.config.stash.get(_STATE, None)
+    if st is not None:
+        st.describe_agent_source(session)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    # A broken domain is one collection error, and the other domains still run.
+    st = session.config.stash.get(_STATE, None)
+    if st is not None and session.testsfailed and session.testsfailed == st.domain_errors:
+        session.config.option.continue_on_collection_errors = True
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    payload = getattr(item, "sandtable_payload", None)
+    if payload is not None and call.when == payload[0]:
+        # carried to the xdist controller inside the report (TestReport keeps extra attributes)
+        report.sandtable = payload[1]
+    return report
+
+
+class _Collector:
+    """Receives trial results from reports; on the xdist controller, from every worker."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.results: list[dict[str, Any]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "sandtable", None)
+        if data is not None:
+            self.results.append(data)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return
+        from ._results import TrialResult
+        from ._summary import render_terminal, summarize
+
+        trials = [TrialResult.from_dict(d) for d in self.results]
+        summary = summarize(trials, k=self.config.stash[_K])
+        terminalreporter.section("sandtable")
+        for line in render_terminal(summary):
+            terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    st = config.stash.get(_STATE, None)
+    if st is not None:
+        st.close()
+
+
+@pytest.fixture(scope="session")
+def sandtable_agent(pytestconfig: pytest.Config) -> AgentCallable:
+    """The agent under test. Override this fixture in a conftest.py to wrap your own agent."""
+    return run_state(pytestconfig).default_agent()
+
+
+@pytest.fixture(scope="session")
+def sandtable_user(pytestconfig: pytest.Config) -> UserCallable:
+    """The simulated user (from --sandtable-user). Override to bring your own."""
+    return run_state(pytestconfig).default_user()
