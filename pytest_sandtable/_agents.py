@@ -9,6 +9,7 @@ from typing import Any
 
 from ._agent_api import AgentCallable, Turn
 from ._model import RefStep, Task
+from ._options import AdapterOptions
 
 
 class ReferenceAgent:
@@ -68,7 +69,7 @@ def load_object(spec: str) -> Any:
     return obj
 
 
-def make_agent(spec: str) -> tuple[AgentCallable, str]:
+def make_agent(spec: str, options: AdapterOptions | None = None) -> tuple[AgentCallable, str]:
     """The agent named by `--sandtable-agent`: `reference` or `module:attr`."""
     spec = (spec or "reference").strip()
     if spec == "reference":

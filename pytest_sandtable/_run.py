@@ -12,14 +12,29 @@ import pytest
 from ._agent_api import AgentCallable, UserCallable
 from ._agents import agent_label, make_agent
 from ._model import Domain, Task
+from ._options import AdapterOptions
 from ._results import TrialResult
 from ._trial import arun_trial
 from ._users import make_user
 
 
 class RunState:
-    def __init__(self, *, k: int, agent_spec: str, user_spec: str, run_seed: int, rootdir: Path) -> None:
+    def __init__(
+        self,
+        *,
+        k: int,
+        agent_spec: str,
+        user_spec: str,
+        run_seed: int,
+        rootdir: Path,
+        options: AdapterOptions | None = None,
+        trial_timeout: float = 900.0,
+        concurrency: int = 1,
+    ) -> None:
         self.k = k
+        self.options = options or AdapterOptions(run_seed=run_seed)
+        self.trial_timeout = trial_timeout
+        self.concurrency = concurrency
         self.agent_spec = agent_spec
         self.user_spec = user_spec
         self.run_seed = run_seed
@@ -33,14 +48,14 @@ class RunState:
 
     def default_agent(self) -> AgentCallable:
         try:
-            agent, _ = make_agent(self.agent_spec)
+            agent, _ = make_agent(self.agent_spec, self.options)
         except ValueError as e:
             pytest.fail(f"--sandtable-agent: {e}", pytrace=False)
         return agent
 
     def default_user(self) -> UserCallable:
         try:
-            user, _ = make_user(self.user_spec)
+            user, _ = make_user(self.user_spec, self.options)
         except ValueError as e:
             pytest.fail(f"--sandtable-user: {e}", pytrace=False)
         return user
@@ -85,6 +100,7 @@ class RunState:
             agent_name=agent_label(agent),
             user_name=agent_label(user),
             location=location,
+            trial_timeout=self.trial_timeout,
         )
         return self.loop.run_until_complete(coro)
 

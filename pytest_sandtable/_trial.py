@@ -5,8 +5,10 @@ final world and the call log are graded."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import inspect
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -57,12 +59,62 @@ def _domain_parts(domain: Domain) -> tuple[list[ToolSpec], DisclosureScanner]:
     return hit[1], hit[2]
 
 
-async def _maybe_await(value: Any, timeout: float | None) -> Any:
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+async def _invoke(fn: Any, arg: Any, timeout: float | None, inline: bool) -> Any:
+    """Call an agent or user. Async ones run on the loop; sync ones in a worker thread
+    (so a hung one times out and the run goes on), except our own fast, known-safe ones."""
+    if inline:
+        value = fn(arg)
+    elif _is_async(fn):
+        value = fn(arg)
+    else:
+        value = await asyncio.wait_for(_in_daemon_thread(fn, arg), timeout)
     if inspect.isawaitable(value):
-        if timeout:
-            return await asyncio.wait_for(value, timeout)
-        return await value
+        return await asyncio.wait_for(value, timeout)
     return value
+
+
+def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
+    """Run a sync call in a daemon thread: a hung agent can be abandoned at its timeout
+    without holding the process open at exit (executor threads are joined at exit)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(ok: bool, value: Any) -> None:
+        if fut.done():
+            return
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+    def work() -> None:
+        try:
+            value = ctx.run(fn, arg)
+        except BaseException as e:  # carried to the awaiting trial
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle, False, e)
+            return
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, True, value)
+
+    threading.Thread(target=work, name="sandtable-agent", daemon=True).start()
+    return fut
+
+
+class _Deadline:
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds if seconds else None
+
+    def left(self) -> float | None:
+        if self.end is None:
+            return None
+        return max(0.001, self.end - time.monotonic())
 
 
 class _Trial:
@@ -164,7 +216,7 @@ async def arun_trial(
     run_seed: int = 0,
     agent_name: str = "",
     user_name: str = "",
-    turn_timeout: float | None = None,
+    trial_timeout: float | None = None,
     location: str = "",
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
@@ -173,9 +225,13 @@ async def arun_trial(
     if isinstance(task, str):
         task = domain.task(task)
     from ._agents import ReferenceAgent
+    from ._users import ScriptedUser
 
     if isinstance(agent, ReferenceAgent):
         agent = agent.for_task(task)
+    agent_inline = isinstance(agent, ReferenceAgent)
+    user_inline = isinstance(user, ScriptedUser)
+    deadline = _Deadline(trial_timeout)
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
     started = time.perf_counter()
@@ -200,7 +256,10 @@ async def arun_trial(
             handed_off=t.handed_off,
             usage=user_usage,
         )
-        r = await _maybe_await(user(ut), turn_timeout)
+        try:
+            r = await _invoke(user, ut, deadline.left(), user_inline)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise TimeoutError(f"no answer before the trial timeout of {format_value(trial_timeout)}s") from None
         if isinstance(r, str):
             return UserReply(r)
         if not isinstance(r, UserReply):
@@ -240,7 +299,7 @@ async def arun_trial(
                 )
                 t0 = time.perf_counter()
                 try:
-                    reply = await _maybe_await(agent(turn), turn_timeout)
+                    reply = await _invoke(agent, turn, deadline.left(), agent_inline)
                 except _ToolBudgetExceeded:
                     runtime.append(Check("runtime", "runtime", False,
                                          f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn"))
@@ -248,7 +307,8 @@ async def arun_trial(
                     break
                 except (asyncio.TimeoutError, TimeoutError):
                     runtime.append(Check("runtime", "runtime", False,
-                                         f"the agent did not answer within {format_value(turn_timeout)}s"))
+                                         f"the agent did not answer before the trial timeout of "
+                                         f"{format_value(trial_timeout)}s (turn {t.turn})"))
                     ended_by = "agent_error"
                     break
                 except AgentError as e:

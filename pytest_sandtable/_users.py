@@ -4,6 +4,7 @@ then one `script` line per agent reply, in order, then ends."""
 from __future__ import annotations
 
 from ._agent_api import UserCallable, UserReply, UserTurn
+from ._options import AdapterOptions
 
 
 class ScriptError(Exception):
@@ -27,7 +28,7 @@ class ScriptedUser:
         return UserReply("", "script_end")
 
 
-def make_user(spec: str) -> tuple[UserCallable, str]:
+def make_user(spec: str, options: AdapterOptions | None = None) -> tuple[UserCallable, str]:
     """The simulated user named by `--sandtable-user`."""
     spec = (spec or "scripted").strip()
     if spec == "scripted":

@@ -28,7 +28,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the simulated user: 'scripted' (ini: sandtable_user; default scripted)")
     group.addoption("--sandtable-seed", type=int, default=None, metavar="N",
                     help="run seed; each trial's seed derives from (run seed, task, trial) (default 0)")
+    group.addoption("--sandtable-agent-base-url", default=None, metavar="URL",
+                    help="base URL of the OpenAI-compatible endpoint for openai:<model> agents "
+                         "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+    group.addoption("--sandtable-user-base-url", default=None, metavar="URL",
+                    help="base URL of the OpenAI-compatible endpoint for openai:<model> simulated users")
+    group.addoption("--sandtable-temperature", type=float, default=None, metavar="T",
+                    help="sampling temperature for model-backed agents and users (default: the model's)")
+    group.addoption("--sandtable-timeout", type=float, default=None, metavar="SECONDS",
+                    help="timeout of one model or endpoint call (ini: sandtable_timeout; default 60)")
+    group.addoption("--sandtable-trial-timeout", type=float, default=None, metavar="SECONDS",
+                    help="timeout of a whole trial (ini: sandtable_trial_timeout; default 900)")
+    group.addoption("--sandtable-retries", type=int, default=None, metavar="N",
+                    help="retries of a model or endpoint call where safe (default 4)")
+    group.addoption("--sandtable-prices", default=None, metavar="FILE",
+                    help="a YAML or JSON file of per-model prices for models without built-in list prices")
+    group.addoption("--sandtable-concurrency", type=int, default=None, metavar="N",
+                    help="trials in flight at once in one pytest process (ini: sandtable_concurrency; default 1)")
+    group.addoption("--sandtable-out", default=None, metavar="DIR",
+                    help="where results.json and report.html go (default .sandtable/runs/<timestamp>-<domain>/)")
+    group.addoption("--sandtable-fail-under", type=float, default=None, metavar="PCT",
+                    help="gate: fail the run when the highest pass^k is below PCT percent")
+    group.addoption("--sandtable-floor", action="append", default=[], metavar="TAG=PCT",
+                    help="gate: fail the run when a tag's highest pass^k is below PCT percent (repeatable)")
     parser.addini("sandtable_k", "trials per task", default="1")
+    parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
+    parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
+    parser.addini("sandtable_retries", "retries of a model or endpoint call where safe", default="4")
+    parser.addini("sandtable_concurrency", "trials in flight at once in one pytest process", default="1")
     parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent)", default="reference")
     parser.addini("sandtable_user", "the simulated user (see --sandtable-user)", default="scripted")
     parser.addini("sandtable_seed", "run seed", default="0")
@@ -36,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _opt(config: pytest.Config, name: str) -> Any:
     v = config.getoption(f"--sandtable-{name}")
-    return v if v is not None else config.getini(f"sandtable_{name}")
+    return v if v is not None else config.getini(f"sandtable_{name.replace('-', '_')}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,18 +83,44 @@ _K = pytest.StashKey[int]()
 _STATE = pytest.StashKey["RunState"]()
 
 
+def _number(config: pytest.Config, name: str, kind: type, minimum: float) -> Any:
+    raw = _opt(config, name)
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(
+            f"--sandtable-{name} / sandtable_{name.replace('-', '_')}: expected a number, got {raw!r}"
+        ) from None
+    if value < minimum:
+        raise pytest.UsageError(f"--sandtable-{name}: expected at least {minimum:g}, got {value:g}")
+    return value
+
+
 def run_state(config: pytest.Config) -> RunState:
     """The run's shared state (created on first use: the engine is imported then)."""
     st = config.stash.get(_STATE, None)
     if st is None:
+        from ._options import AdapterOptions
         from ._run import RunState
 
+        seed = int(_opt(config, "seed"))
+        options = AdapterOptions(
+            agent_base_url=config.getoption("--sandtable-agent-base-url"),
+            user_base_url=config.getoption("--sandtable-user-base-url"),
+            temperature=config.getoption("--sandtable-temperature"),
+            timeout=_number(config, "timeout", float, 0.001),
+            retries=_number(config, "retries", int, 0),
+            run_seed=seed,
+        )
         st = RunState(
             k=config.stash[_K],
             agent_spec=str(_opt(config, "agent")),
             user_spec=str(_opt(config, "user")),
-            run_seed=int(_opt(config, "seed")),
+            run_seed=seed,
             rootdir=Path(str(config.rootpath)),
+            options=options,
+            trial_timeout=_number(config, "trial-timeout", float, 0.001),
+            concurrency=_number(config, "concurrency", int, 1),
         )
         config.stash[_STATE] = st
     return st
