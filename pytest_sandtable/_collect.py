@@ -72,6 +72,8 @@ class TrialItem(pytest.Function):
     the simulated user or the domain shows as a pytest error); the call phase
     reports its verdict."""
 
+    is_sandtable_trial = True
+
     def __init__(self, *, domain: Domain, task: Task, trial: int, **kw: Any) -> None:
         super().__init__(**kw)
         self.domain = domain
@@ -89,8 +91,14 @@ class TrialItem(pytest.Function):
         st = run_state(self.config)
         agent = self.funcargs["sandtable_agent"]
         user = self.funcargs["sandtable_user"]
-        loc = f"{self.location[0]}:{(self.location[1] or 0) + 1}"
-        result = st.run(self.domain, self.task, self.trial, agent, user, location=loc)
+        if st.concurrency > 1:
+            result, output = st.run_concurrently(self, agent, user)
+            for name, text in output.items():
+                if text:
+                    self.add_report_section("call", name, text)
+        else:
+            loc = f"{self.location[0]}:{(self.location[1] or 0) + 1}"
+            result = st.run(self.domain, self.task, self.trial, agent, user, location=loc)
         self.result = result
         if result.verdict == ERRORED:
             self.sandtable_payload = ("setup", result.to_dict())

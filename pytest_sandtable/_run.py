@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from ._agent_api import AgentCallable, UserCallable
 from ._agents import agent_label, make_agent
 from ._model import Domain, Task
 from ._options import AdapterOptions
+from ._pool import TrialPool, pending_items
 from ._results import TrialResult
 from ._trial import arun_trial
 from ._users import make_user
@@ -42,6 +44,7 @@ class RunState:
         self.domains: dict[str, Domain] = {}
         self.domain_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool: TrialPool | None = None
         self.agent_source = ""
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
@@ -89,7 +92,13 @@ class RunState:
     def run(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
     ) -> TrialResult:
-        coro = arun_trial(
+        """Run one trial now, on this thread's loop (concurrency 1)."""
+        return self.loop.run_until_complete(self._trial(domain, task, trial, agent, user, location))
+
+    def _trial(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+    ) -> Coroutine[Any, Any, TrialResult]:
+        return arun_trial(
             domain,
             task,
             agent,
@@ -102,9 +111,55 @@ class RunState:
             location=location,
             trial_timeout=self.trial_timeout,
         )
-        return self.loop.run_until_complete(coro)
+
+    # -- many trials in flight (--sandtable-concurrency N) ------------------------
+
+    @property
+    def pool(self) -> TrialPool:
+        if self._pool is None:
+            self._pool = TrialPool(self.concurrency)
+        return self._pool
+
+    def run_concurrently(self, item: Any, agent: Any, user: Any) -> tuple[TrialResult, dict[str, str]]:
+        """Start this item's trial (unless prefetched), top up the prefetch window, wait for it."""
+        pool = self.pool
+        self._submit(item, agent, user)
+        key = _fixture_key(item)
+        if key is not None:
+            window = 4 * self.concurrency
+            for nxt in pending_items(item.session, item):
+                if window <= 0:
+                    break
+                if getattr(nxt, "is_sandtable_trial", False) and _fixture_key(nxt) == key:
+                    window -= 1
+                    self._submit(nxt, agent, user)
+        return pool.wait(item.nodeid)
+
+    def _submit(self, item: Any, agent: Any, user: Any) -> None:
+        if self.pool.submitted(item.nodeid):
+            return
+        loc = f"{item.location[0]}:{(item.location[1] or 0) + 1}"
+        self.pool.submit(
+            item.nodeid, lambda: self._trial(item.domain, item.task, item.trial, agent, user, loc)
+        )
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+def _fixture_key(item: Any) -> tuple[int, int] | None:
+    """Items whose agent and user come from the same session-scoped fixtures get the
+    same objects, so their trials can start before pytest reaches them."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    a = info.name2fixturedefs.get("sandtable_agent")
+    u = info.name2fixturedefs.get("sandtable_user")
+    if not a or not u or a[-1].scope != "session" or u[-1].scope != "session":
+        return None
+    return (id(a[-1]), id(u[-1]))

@@ -1,0 +1,192 @@
+"""Many trials in flight in one pytest process (`--sandtable-concurrency N`).
+
+A model-backed trial spends nearly all its time waiting on the network, so a
+process can keep N of them in flight. Trials run as tasks on an event loop in a
+background thread, at most N at once; pytest still runs one item per trial, in
+order, and each item waits for its own trial, so reports, `-x`/`--maxfail` and
+Ctrl-C behave as usual. When an item starts, the trials of the items this
+process will run next are started too (prefetch), provided their agent and user
+come from the same session-scoped fixtures, whose values are already known.
+Under pytest-xdist, "the items this process will run next" is the worker's own
+queue, so `-n W` gives W x N trials in flight.
+
+Output: while trials overlap, what an agent prints or logs is routed by a
+context variable to its own trial and shown in that item's report, not in
+whichever item happens to be running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import io
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from ._results import TrialResult
+
+_TRIAL_OUTPUT: contextvars.ContextVar[dict[str, io.StringIO] | None] = contextvars.ContextVar(
+    "sandtable_trial_output", default=None
+)
+
+
+class _Router(io.TextIOBase):
+    """A stream that sends a trial's writes to that trial's buffer, the rest to `target`."""
+
+    def __init__(self, target: TextIO, which: str) -> None:
+        self.target = target
+        self.which = which
+
+    def write(self, s: str) -> int:
+        buffers = _TRIAL_OUTPUT.get()
+        if buffers is not None:
+            return buffers[self.which].write(s)
+        return self.target.write(s)
+
+    def flush(self) -> None:
+        if _TRIAL_OUTPUT.get() is None:
+            self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.target, name)
+
+
+class _LogRouter(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.setFormatter(logging.Formatter("%(levelname)-8s %(name)s:%(filename)s:%(lineno)d %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        buffers = _TRIAL_OUTPUT.get()
+        if buffers is not None:
+            buffers["log"].write(self.format(record) + "\n")
+
+
+class TrialPool:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.loop = asyncio.new_event_loop()
+        self._sem = asyncio.Semaphore(limit)
+        self._futures: dict[str, concurrent.futures.Future[tuple[TrialResult, dict[str, str]]]] = {}
+        self._thread = threading.Thread(target=self._serve, name="sandtable-pool", daemon=True)
+        self._thread.start()
+        self._log = _LogRouter()
+        logging.getLogger().addHandler(self._log)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def submitted(self, key: str) -> bool:
+        return key in self._futures
+
+    def submit(self, key: str, make_coro: Any) -> concurrent.futures.Future[tuple[TrialResult, dict[str, str]]]:
+        """Start a trial (once per key); `make_coro()` builds its coroutine."""
+        fut = self._futures.get(key)
+        if fut is None:
+            fut = asyncio.run_coroutine_threadsafe(self._guarded(make_coro), self.loop)
+            self._futures[key] = fut
+        return fut
+
+    async def _guarded(self, make_coro: Any) -> tuple[TrialResult, dict[str, str]]:
+        async with self._sem:
+            buffers = {"stdout": io.StringIO(), "stderr": io.StringIO(), "log": io.StringIO()}
+            token = _TRIAL_OUTPUT.set(buffers)
+            try:
+                result = await make_coro()
+            finally:
+                _TRIAL_OUTPUT.reset(token)
+            return result, {k: v.getvalue() for k, v in buffers.items()}
+
+    def wait(self, key: str) -> tuple[TrialResult, dict[str, str]]:
+        """Wait for a trial; while waiting, route trial output away from the current item."""
+        fut = self._futures[key]
+        with _routed():
+            result = fut.result()
+        del self._futures[key]
+        return result
+
+    def close(self) -> None:
+        """Cancel what has not finished (-x, --maxfail, Ctrl-C) and stop the loop."""
+        for fut in self._futures.values():
+            fut.cancel()
+        self._futures.clear()
+        logging.getLogger().removeHandler(self._log)
+
+        async def _drain() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if self.loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(_drain(), self.loop).result(timeout=5)
+            except Exception:  # a trial that ignores cancellation must not block exit
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+class _routed:
+    """Install the routers on sys.stdout/sys.stderr for the duration of a wait."""
+
+    def __enter__(self) -> None:
+        self.saved = (sys.stdout, sys.stderr)
+        sys.stdout = _Router(sys.stdout, "stdout")
+        sys.stderr = _Router(sys.stderr, "stderr")
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout, sys.stderr = self.saved
+
+
+def pending_items(session: Any, current: Any) -> Iterator[Any]:
+    """The items this process will run after `current`, in order."""
+    items = session.items
+    interactor = _xdist_worker(session.config)
+    if interactor is not None:
+        queue: list[Any] = []
+        nxt = getattr(interactor, "nextitem_index", None)
+        if isinstance(nxt, int):
+            queue.append(nxt)
+        torun = getattr(interactor, "torun", None)
+        if torun is not None:
+            with torun.lock() as q:
+                queue.extend(i for i in q if isinstance(i, int))
+        for i in queue:
+            if 0 <= i < len(items):
+                yield items[i]
+        return
+    index = _position(session, current)
+    if index is not None:
+        yield from items[index + 1 :]
+
+
+_POSITIONS: dict[int, dict[str, int]] = {}
+
+
+def _position(session: Any, item: Any) -> int | None:
+    pos = _POSITIONS.get(id(session))
+    if pos is None or len(pos) != len(session.items):
+        pos = {it.nodeid: i for i, it in enumerate(session.items)}
+        _POSITIONS.clear()
+        _POSITIONS[id(session)] = pos
+    return pos.get(item.nodeid)
+
+
+def _xdist_worker(config: Any) -> Any:
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor":
+            return plugin
+    return None
