@@ -163,6 +163,10 @@ def summarize(trials: Iterable[TrialResult], k: int | None = None) -> dict[str, 
     }
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 100:.1f}%"
 
@@ -172,8 +176,9 @@ def render_terminal(s: dict[str, Any]) -> list[str]:
 
     js = list(s["pass_hat"])
     out: list[str] = []
+    n_tasks = len(s["tasks"])
     out.append(
-        f"{s['trials']} trials of {len(s['tasks'])} tasks: {s['passed']} passed, {s['failed']} failed, "
+        f"{_plural(s['trials'], 'trial')} of {_plural(n_tasks, 'task')}: {s['passed']} passed, {s['failed']} failed, "
         f"{s['errored']} errored (left out of pass^k)   agent: {', '.join(s['agents'])}   user: {', '.join(s['users'])}"
     )
     out.append("")
