@@ -30,6 +30,7 @@ class Violation:
     detail: str
     turn: int
     call: int | None = None  # index into TrialResult.calls; None for what the agent said
+    quote: str | None = None  # the policy sentence behind the rule (source.quote)
 
 
 @dataclass

@@ -33,8 +33,11 @@ def failure_text(r: TrialResult) -> str:
     if failed:
         w_kind = max(len(c.kind) for c in failed)
         w_id = max(len(c.id) for c in failed)
+        quotes = {v.invariant: v.quote for v in r.violations if v.quote}
         for c in failed:
             lines.append(f"  {c.kind:<{w_kind}}  {c.id:<{w_id}}  {c.detail}")
+            if c.kind == "invariant" and c.id in quotes:
+                lines.append(f"  {'':<{w_kind}}  {'':<{w_id}}  policy: {format_literal(quotes[c.id] or '')}")
     soft = [v for v in r.violations if v.soft]
     if soft:
         lines.append("  soft rules broken (reported, never fail a trial):")

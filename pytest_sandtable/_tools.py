@@ -186,8 +186,10 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                     desc = order.startswith("-")
                     f = order.lstrip("-")
                     rows = sorted(rows, key=lambda r: _sort_key(r.get(f)), reverse=desc)
-                if s.get("limit") is not None:
-                    rows = rows[: int(s["limit"])]
+                limit = resolve(s.get("limit"), args)
+                n = as_number(limit) if limit is not None and limit is not ABSENT else None
+                if n is not None:
+                    rows = rows[: max(0, int(n))]
                 result, have_result = copy.deepcopy(rows), True
             elif op.kind == "create":
                 written = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))

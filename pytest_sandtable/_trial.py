@@ -163,7 +163,9 @@ class _Trial:
                     continue
                 detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
                 if detail:
-                    violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index))
+                    violations.append(
+                        Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote)
+                    )
             if bad is not None:
                 result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {bad}")
             else:
@@ -191,7 +193,9 @@ class _Trial:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
         if role == "agent":
             for inv, detail in self.scanner.scan(text, self.world):
-                self.violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None))
+                self.violations.append(
+                    Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None, inv.source_quote)
+                )
 
 
 def _conversation(transcript: list[dict[str, Any]], for_user: bool = False) -> list[dict[str, str]]:
