@@ -13,6 +13,12 @@ from ._results import ERRORED, FAILED, TrialResult
 from .plugin import run_state
 
 
+# tags become markers; these already mean something to pytest
+RESERVED_MARKERS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "tryfirst", "trylast", "sandtable"}
+)
+
+
 class TrialFailed(Exception):
     def __init__(self, result: TrialResult) -> None:
         super().__init__(result.task)
@@ -38,6 +44,19 @@ class DomainFile(pytest.File):
         except DomainError as e:
             st.domain_errors += 1
             raise self.CollectError(_relative_problems(e, self.config)) from None
+        reserved = [
+            (task, tag) for task in domain.tasks for tag in task.tags if tag in RESERVED_MARKERS
+        ]
+        if reserved:
+            st.domain_errors += 1
+            rel = self.config.rootpath
+            lines = [
+                f"{self.path.relative_to(rel) if self.path.is_relative_to(rel) else self.path}:"
+                f"{task.pos.line if task.pos else 0}: tasks ({task.id}).tags: {tag!r} is a pytest marker "
+                f"with its own meaning; rename the tag"
+                for task, tag in reserved
+            ]
+            raise self.CollectError("\n".join(lines))
         st.domains[str(self.path)] = domain
         for tag in sorted({t for task in domain.tasks for t in task.tags}):
             self.config.addinivalue_line("markers", f"{tag}: sandtable tag")
@@ -119,3 +138,9 @@ class TrialItem(pytest.Function):
             self.add_report_section(when, "sandtable transcript", transcript_text(result))
             return failure_text(result)
         return super().repr_failure(excinfo)
+
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        # pytest renders setup errors through this method, not repr_failure
+        if isinstance(excinfo.value, (TrialFailed, TrialErrored)):
+            return self.repr_failure(excinfo)
+        return super()._repr_failure_py(excinfo, style=style)

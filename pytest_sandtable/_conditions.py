@@ -93,6 +93,9 @@ def as_number(v: Any) -> float | None:
 
 
 def equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        # JSON semantics: true is not 1 (and the hash indexes of `_world` agree)
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
     na, nb = as_number(a), as_number(b)
     if na is not None and nb is not None:
         return na == nb

@@ -99,9 +99,12 @@ def check_call(
             return None
         return f"{tool}: {ldesc} is {format_literal(lv)} but {rdesc} is {format_literal(rv)}"
     if inv.kind == "never":
-        when = s.get("when")
-        if not when:
+        if not s.get("when"):
             return f"{tool} was called"
+        # `$name` in a condition is the call's argument; one the call did not give cannot hold
+        when = resolve(s["when"], args)
+        if _has_absent(when):
+            return None
         if row_matches(args, when):
             given = ", ".join(f"{f}={format_value(args.get(f))}" for f in when)
             return f"{tool} called with {given} (never when {describe_clause(when)})"
@@ -109,20 +112,34 @@ def check_call(
     return None
 
 
+def _has_absent(v: Any) -> bool:
+    if v is ABSENT:
+        return True
+    if isinstance(v, dict):
+        return any(_has_absent(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_absent(x) for x in v)
+    return False
+
+
 # -- never_disclose ---------------------------------------------------------
 
 # 2350, 2,350, $2,350.00, 2 350, 2350.5: a number as a person writes it. Not part of
-# an identifier like L-2350 or a longer number.
+# an identifier like L-2350 or a longer number; but the end of a range (2300-2350) is.
 _NUMBER_IN_TEXT = re.compile(
-    r"(?<![\w.,-])\$?\s?((?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d+)?)(?![\w]|[.,]\d)"
+    r"(?:(?<![\w.,-])|(?<=\d-))\$?\s?((?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d+)?)(?![\w]|[.,]\d)"
 )
 _WORD = re.compile(r"\w+")
+# what comes before a `-number` that makes it the end of a range: a number, not an id (L-1001-2350)
+_RANGE_START = re.compile(r"(?:^|[^\w.,$-])\$?\d[\d,]*(?:\.\d+)?\s?-$")
 
 
 def numbers_in(text: str) -> dict[float, str]:
     """Every number written in a text, as value -> how it was written."""
     out: dict[float, str] = {}
     for m in _NUMBER_IN_TEXT.finditer(text):
+        if m.start() and text[m.start() - 1] == "-" and not _RANGE_START.search(text, 0, m.start()):
+            continue
         raw = m.group(1)
         try:
             out.setdefault(float(raw.replace(",", "").replace(" ", "")), m.group(0).strip())

@@ -51,6 +51,10 @@ def task_verdict(n: int, c: int) -> str:
     return "flaky"
 
 
+def _file(t: TrialResult) -> str:
+    return t.location.rpartition(":")[0]
+
+
 def order_trials(trials: Iterable[TrialResult]) -> list[TrialResult]:
     """A stable order whatever order the trials finished in (xdist)."""
 
@@ -64,15 +68,22 @@ def order_trials(trials: Iterable[TrialResult]) -> list[TrialResult]:
 def summarize(trials: Iterable[TrialResult], k: int | None = None) -> dict[str, Any]:
     trials = order_trials(trials)
     multi = len({t.domain for t in trials}) > 1
-    tasks: dict[tuple[str, str], dict[str, Any]] = {}
+    # two domain files may share a `name`: their tasks stay apart, told apart by file
+    files_of: dict[tuple[str, str], set[str]] = {}
     for t in trials:
-        key = (t.domain, t.task)
+        files_of.setdefault((t.domain, t.task), set()).add(_file(t))
+    tasks: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for t in trials:
+        key = (t.domain, _file(t), t.task)
         e = tasks.get(key)
         if e is None:
+            name = f"{t.domain}/{t.task}" if multi else t.task
+            if len(files_of[(t.domain, t.task)]) > 1:
+                name += f" ({_file(t)})"
             e = tasks[key] = {
                 "domain": t.domain,
                 "task": t.task,
-                "name": f"{t.domain}/{t.task}" if multi else t.task,
+                "name": name,
                 "tags": list(t.tags),
                 "critical": t.critical,
                 "trials": 0,

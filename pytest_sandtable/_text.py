@@ -19,9 +19,14 @@ def _short_json(v: Any, limit: int = 300) -> str:
 
 
 def headline(r: TrialResult) -> str:
-    how = f"ended by {r.ended_by}" if r.ended_by else "not started"
     turns = f"{r.turns} agent turn{'s' if r.turns != 1 else ''}"
-    return f"{r.task} trial {r.trial} of {r.k} {r.verdict} (seed {r.seed}, {how} after {turns})"
+    if r.ended_by:
+        how = f"ended by {r.ended_by} after {turns}"
+    elif r.turns:  # an errored trial stops without an end reason
+        how = f"stopped after {turns}"
+    else:
+        how = "stopped before the first agent turn"
+    return f"{r.task} trial {r.trial} of {r.k} {r.verdict} (seed {r.seed}, {how})"
 
 
 def failure_text(r: TrialResult) -> str:

@@ -82,13 +82,34 @@ def _coerce(p: Param, v: Any) -> Any:
     elif t in ("object", "array"):
         if not isinstance(v, dict if t == "object" else list):
             raise ArgError(bad)
-        _validate_structured(p, v)
-        out = v
+        out = _coerce_nested(v, p.schema)
+        _validate_structured(p, out)
     else:  # pragma: no cover - validated at load time
         out = v
     if p.enum is not None and not any(equal(out, e) for e in p.enum):
         raise ArgError(f"{p.name}: {format_literal(out)} is not one of {', '.join(format_literal(e) for e in p.enum)}")
     return out
+
+
+def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
+    """Coerce the values inside an object or array argument the way top-level ones are
+    ("2" for an integer property becomes 2); what does not coerce is left for validation."""
+    t = schema.get("type")
+    if t == "object" and isinstance(v, dict):
+        props = schema.get("properties") or {}
+        return {k: _coerce_nested(x, props[k]) if k in props else x for k, x in v.items()}
+    if t == "array" and isinstance(v, list):
+        items = schema.get("items")
+        return [_coerce_nested(x, items) for x in v] if isinstance(items, dict) else list(v)
+    if t == "string" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return format_value(v)
+    if t in ("number", "integer") and isinstance(v, str):
+        n = as_number(v)
+        if n is not None and (t == "number" or n.is_integer()):
+            return int(n) if n.is_integer() and (t == "integer" or "." not in v) else n
+    if t == "boolean" and isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    return v
 
 
 def _validate_structured(p: Param, v: Any) -> None:
@@ -120,7 +141,8 @@ def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
     unknown = [k for k in raw if k not in tool.params]
     if unknown:
         takes = ", ".join(tool.params) or "no arguments"
-        raise ArgError(f"unknown argument {', '.join(repr(k) for k in unknown)} ({tool.name} takes {takes})")
+        s = "s" if len(unknown) > 1 else ""
+        raise ArgError(f"unknown argument{s} {', '.join(repr(k) for k in unknown)} ({tool.name} takes {takes})")
     args: dict[str, Any] = {}
     problems: list[str] = []
     for name, p in tool.params.items():
@@ -141,6 +163,9 @@ def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
 
 
 def _strip_absent(v: Any) -> Any:
+    """Leave out what refers to an optional argument the call did not give (null at the top)."""
+    if v is ABSENT:
+        return None
     if isinstance(v, dict):
         return {k: _strip_absent(x) for k, x in v.items() if x is not ABSENT}
     if isinstance(v, list):

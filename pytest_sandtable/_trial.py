@@ -131,6 +131,7 @@ class _Trial:
         self.turn = 0
         self.calls_this_turn = 0
         self.handed_off = False
+        self.closed = False
 
     def apply_given(self) -> None:
         for op in self.task.given:
@@ -141,6 +142,9 @@ class _Trial:
                 self.world.create(s["table"], s.get("row", {}))
 
     def call_tool(self, name: str, raw: Any) -> ToolResult:
+        if self.closed:
+            # an abandoned (timed-out) agent thread must not act on a graded trial
+            return ToolResult(False, error=410, message="the trial is over")
         self.calls_this_turn += 1
         if self.calls_this_turn > MAX_TOOL_CALLS_PER_TURN:
             raise _ToolBudgetExceeded()
@@ -350,6 +354,7 @@ async def arun_trial(
                     closing = True
                 t.say("user", ur.text)
 
+    t.closed = True
     checks: list[Check] = list(runtime)
     hard: dict[str, list[Violation]] = {}
     for v in t.violations:

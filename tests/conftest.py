@@ -1,0 +1,72 @@
+"""Shared helpers: a domain from a few YAML lines, and a tiny agent that plays a script."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pytest_sandtable as st
+
+Step = tuple[str, dict[str, Any]] | str
+
+
+class Playbook:
+    """An agent that plays its turns in order. A turn is a reply string, or a list of
+    tool calls ``(tool, args)`` and at most one reply string; past the last turn it
+    replies nothing."""
+
+    def __init__(self, *turns: str | Sequence[Step]) -> None:
+        self.turns = [[t] if isinstance(t, str) else list(t) for t in turns]
+
+    def __call__(self, turn: st.Turn) -> str:
+        i = turn.state.get("i", 0)
+        turn.state["i"] = i + 1
+        reply = ""
+        for step in self.turns[i] if i < len(self.turns) else []:
+            if isinstance(step, str):
+                reply = step
+            else:
+                turn.call_tool(*step)
+        return reply
+
+
+def write_domain(folder: Path, body: str, name: str = "sandtable.yaml") -> Path:
+    """Write ``version: 1``, a domain name, then ``body`` (dedented) to ``folder/name``."""
+    path = folder / name
+    path.write_text("version: 1\nname: test\n" + textwrap.dedent(body).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def make_domain(tmp_path: Path) -> Callable[[str], st.Domain]:
+    """Load a domain from YAML lines (without `version` and `name`, which are added)."""
+    count = 0
+
+    def make(body: str) -> st.Domain:
+        nonlocal count
+        count += 1
+        return st.load_domain(write_domain(tmp_path, body, f"d{count}.sandtable.yaml"))
+
+    return make
+
+
+@pytest.fixture
+def play() -> Callable[..., st.TrialResult]:
+    """Run one trial of a task (the first by default) with a :class:`Playbook` or any
+    agent, and the scripted user."""
+
+    def run(domain: st.Domain, *turns: Any, task: str | None = None, agent: Any = None,
+            user: Any = None, **kw: Any) -> st.TrialResult:
+        return st.run_trial(
+            domain,
+            task or domain.tasks[0].id,
+            agent if agent is not None else Playbook(*turns),
+            user if user is not None else st.ScriptedUser(),
+            **kw,
+        )
+
+    return run

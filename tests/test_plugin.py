@@ -1,0 +1,372 @@
+"""The pytest plugin, through real pytest runs (pytester)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+DOMAIN = """\
+version: 1
+name: freight
+world:
+  carriers:
+    key: mc_number
+    rows:
+      - { mc_number: "100101", name: Blue Ridge Haulers }
+  loads:
+    key: load_id
+    rows:
+      - { load_id: L-1001, max_rate: 2350, status: available }
+tools:
+  - name: verify_carrier
+    params: { mc_number: { type: string } }
+    ops:
+      - get: { table: carriers, key: $mc_number }
+  - name: book_load
+    params: { load_id: { type: string }, rate: { type: number } }
+    ops:
+      - update: { table: loads, key: $load_id, set: { status: booked } }
+invariants:
+  - { id: rate-ceiling, kind: limit, tool: book_load, arg: rate, lte: { table: loads, key: $load_id, field: max_rate } }
+tasks:
+  - id: book-happy-path
+    tags: [booking]
+    critical: true
+    user: { opening: "Hi, MC 100101 about L-1001.", script: ["Deal."] }
+    expect:
+      state: [{ table: loads, key: L-1001, fields: { status: booked } }]
+    reference:
+      - call: verify_carrier
+        args: { mc_number: "100101" }
+      - say: "Verified. 2,100?"
+      - call: book_load
+        args: { load_id: L-1001, rate: 2100 }
+      - say: "Booked."
+  - id: over-the-ceiling
+    tags: [negotiation]
+    user: { opening: "I need 2,600 for L-1001." }
+    expect:
+      reply_includes: [confirmation]
+    reference:
+      - call: book_load
+        args: { load_id: L-1001, rate: 2600 }
+      - say: "Booked at 2,600."
+"""
+
+HAPPY_LINE = DOMAIN.splitlines().index("  - id: book-happy-path") + 1
+CEILING_LINE = DOMAIN.splitlines().index("  - id: over-the-ceiling") + 1
+
+
+@pytest.fixture
+def domain(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project folder holding the freight domain above as sandtable.yaml."""
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    return pytester
+
+
+def sandtable_section(lines: list[str]) -> list[str]:
+    """The lines of the `sandtable` terminal summary section."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("=") and " sandtable " in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[start + 1:end]
+
+
+# -- collection -----------------------------------------------------------------------------
+
+
+def test_collects_sandtable_yaml_and_star_sandtable_yaml(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sub").mkdir()
+    pytester.path.joinpath("sub", "sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("clinic.sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("other.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("sandtable.yml").write_text(DOMAIN, encoding="utf-8")
+    result = pytester.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "clinic.sandtable.yaml::book-happy-path[[]1-1]",
+        "clinic.sandtable.yaml::over-the-ceiling[[]1-1]",
+        "sub/sandtable.yaml::book-happy-path[[]1-1]",
+        "sub/sandtable.yaml::over-the-ceiling[[]1-1]",
+        "",
+        "4 tests collected in *",
+    ], consecutive=True)
+
+
+def test_each_task_becomes_k_items_in_a_stable_order(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--collect-only", "-q", "--sandtable-k=3")
+    assert result.outlines[:6] == [
+        "sandtable.yaml::book-happy-path[1-3]",
+        "sandtable.yaml::book-happy-path[2-3]",
+        "sandtable.yaml::book-happy-path[3-3]",
+        "sandtable.yaml::over-the-ceiling[1-3]",
+        "sandtable.yaml::over-the-ceiling[2-3]",
+        "sandtable.yaml::over-the-ceiling[3-3]",
+    ]
+
+
+def test_k_defaults_to_one(domain: pytest.Pytester) -> None:
+    domain.runpytest().assert_outcomes(passed=1, failed=1)
+
+
+def test_k_from_the_ini_file(domain: pytest.Pytester) -> None:
+    domain.makeini("[pytest]\nsandtable_k = 2\n")
+    domain.runpytest().assert_outcomes(passed=2, failed=2)
+
+
+def test_the_option_wins_over_the_ini_file(domain: pytest.Pytester) -> None:
+    domain.makeini("[pytest]\nsandtable_k = 2\n")
+    domain.runpytest("--sandtable-k=3").assert_outcomes(passed=3, failed=3)
+
+
+def test_a_bad_k_is_a_usage_error(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--sandtable-k=0")
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-k / sandtable_k: expected at least 1, got 0"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_a_bad_ini_k_is_a_usage_error(domain: pytest.Pytester) -> None:
+    domain.makeini("[pytest]\nsandtable_k = many\n")
+    result = domain.runpytest()
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-k / sandtable_k: expected a whole number, got 'many'"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_tags_are_markers(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("-m", "booking", "--sandtable-k=2", "--strict-markers", "-v")
+    result.assert_outcomes(passed=2, deselected=2)
+    result.stdout.fnmatch_lines(["sandtable.yaml::book-happy-path[[]1-2] PASSED*"])
+
+
+def test_minus_k_selects_task_ids(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("-k", "over-the-ceiling", "--sandtable-k=2")
+    result.assert_outcomes(failed=2, deselected=2)
+    domain.runpytest("-k", "not over-the-ceiling and 2-2", "--sandtable-k=2").assert_outcomes(passed=1, deselected=3)
+
+
+def test_the_header_names_k_the_agent_and_the_user(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--sandtable-k=4")
+    result.stdout.fnmatch_lines(["sandtable: k=4, agent=reference, user=scripted, run seed=0"])
+
+
+# -- a failing trial -------------------------------------------------------------------------------
+
+
+def test_a_failing_trial_reads_like_an_assertion_failure(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("-k", "ceiling")
+    result.stdout.fnmatch_lines([
+        "*_ over-the-ceiling[[]1-1] _*",
+        "over-the-ceiling trial 1 of 1 failed (seed *, ended by script_end after 1 agent turn)",
+        "  invariant  rate-ceiling        book_load rate=2600 exceeds the limit 2350",
+        "  reply      reply:confirmation  agent never said \"confirmation\"",
+        "*- Captured sandtable transcript call -*",
+        "[[]0] user : I need 2,600 for L-1001.",
+        '[[]1] agent -> book_load(load_id="L-1001", rate=2600)',
+        '        = {"load_id": "L-1001", "max_rate": 2350, "status": "booked"}',
+        "        !! VIOLATION rate-ceiling: book_load rate=2600 exceeds the limit 2350",
+        "[[]1] agent: Booked at 2,600.",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines(["FAILED sandtable.yaml::over-the-ceiling[[]1-1] - over-the-ceiling trial 1 of 1*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_the_location_is_the_tasks_line(domain: pytest.Pytester) -> None:
+    reprec = domain.inline_run("--sandtable-k=1")
+    reports = [r for r in reprec.getreports("pytest_runtest_logreport") if r.when == "call"]
+    assert [r.location for r in reports] == [
+        ("sandtable.yaml", HAPPY_LINE - 1, "book-happy-path[1-1]"),
+        ("sandtable.yaml", CEILING_LINE - 1, "over-the-ceiling[1-1]"),
+    ]
+    assert [r.sandtable["location"] for r in reports] == [  # type: ignore[attr-defined]
+        f"sandtable.yaml:{HAPPY_LINE}", f"sandtable.yaml:{CEILING_LINE}"
+    ]
+
+
+NO_OPENING = DOMAIN.replace(
+    '    user: { opening: "I need 2,600 for L-1001." }\n', '    user: { persona: "A caller with nothing to say." }\n'
+)
+SCRIPT_ERROR = (
+    "simulated user failed: ScriptError: task 'over-the-ceiling' has no user.opening and no user.script to say"
+)
+
+
+def test_an_errored_trial_is_a_pytest_error_and_left_out_of_pass_hat(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(NO_OPENING, encoding="utf-8")
+    result = pytester.runpytest("-k", "ceiling")
+    result.assert_outcomes(errors=1)
+    assert sandtable_section(result.outlines) == [
+        "1 trial of 1 task: 0 passed, 0 failed, 1 errored (left out of pass^k)   agent: reference   user: scripted",
+        "",
+        "pass^k           tasks    pass^1",
+        "---------------  -------  --------",
+        "all tasks        1        n/a",
+        "tag negotiation  1        n/a",
+        "",
+        "task              verdict    passed          tags",
+        "----------------  ---------  --------------  -----------",
+        "over-the-ceiling  skipped    0/0 +1 errored  negotiation",
+        "",
+        "Errored trials (left out of pass^k)",
+        f"  over-the-ceiling[1]: {SCRIPT_ERROR}",
+    ]
+
+
+def test_an_errored_trial_reads_like_a_failing_one(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(NO_OPENING, encoding="utf-8")
+    result = pytester.runpytest("-k", "ceiling")
+    result.stdout.fnmatch_lines([
+        "*_ ERROR at setup of over-the-ceiling[[]1-1] _*",
+        "over-the-ceiling trial 1 of 1 errored (seed *, stopped before the first agent turn)",
+        f"  errored: {SCRIPT_ERROR}",
+    ], consecutive=True)
+    result.stdout.no_fnmatch_line("*def setup(self)*")
+
+
+def test_a_broken_rule_shows_the_policy_sentence_behind_it(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN.replace(
+        "field: max_rate } }\n", "field: max_rate }, source: { quote: Never book above the ceiling. } }\n"
+    ), encoding="utf-8")
+    result = pytester.runpytest("-k", "over-the-ceiling")
+    result.stdout.fnmatch_lines([
+        "over-the-ceiling trial 1 of 1 failed *",
+        "  invariant  rate-ceiling        book_load rate=2600 exceeds the limit 2350",
+        '                                 policy: "Never book above the ceiling."',
+        "  reply      reply:confirmation  agent never said \"confirmation\"",
+    ], consecutive=True)
+
+
+# -- the agent under test ------------------------------------------------------------------------
+
+CONFTEST = """
+import pytest
+
+BUILT = []
+
+@pytest.fixture(scope="session")
+def desk_config():
+    BUILT.append(1)
+    return {"greeting": "Harborline desk, your confirmation is ready."}
+
+@pytest.fixture(scope="session")
+def sandtable_agent(desk_config):
+    def agent(turn):
+        return f"{desk_config['greeting']} (config built {len(BUILT)}x)"
+    agent.name = "harborline-desk"
+    return agent
+"""
+
+
+def test_a_conftest_overrides_the_agent_with_session_fixtures(domain: pytest.Pytester) -> None:
+    domain.makeconftest(CONFTEST)
+    result = domain.runpytest("--sandtable-k=3", "-k", "ceiling")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([
+        "sandtable: agent from the sandtable_agent fixture in conftest.py",
+        "*3 trials of 1 task: 3 passed, 0 failed, 0 errored (left out of pass^k)   agent: harborline-desk   "
+        "user: scripted",
+    ])
+
+
+def test_a_conftest_agent_sees_each_trials_transcript(domain: pytest.Pytester) -> None:
+    domain.makeconftest(CONFTEST)
+    result = domain.runpytest("-k", "happy")
+    result.stdout.fnmatch_lines([
+        "[[]0] user : Hi, MC 100101 about L-1001.",
+        "[[]1] agent: Harborline desk, your confirmation is ready. (config built 1x)",
+        "[[]1] user : Deal.",
+        "[[]2] agent: Harborline desk, your confirmation is ready. (config built 1x)",
+    ], consecutive=True)
+
+
+def test_sandtable_agent_module_attr(domain: pytest.Pytester) -> None:
+    domain.makepyfile(desk_agent=textwrap.dedent("""
+        class DeskAgent:
+            def __call__(self, turn):
+                turn.call_tool("book_load", {"load_id": "L-1001", "rate": 2000})
+                return "Booked. Your confirmation is B-1."
+    """))
+    domain.syspathinsert()
+    result = domain.runpytest("--sandtable-agent=desk_agent:DeskAgent")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "sandtable: k=1, agent=desk_agent:DeskAgent, user=scripted, run seed=0",
+        "*agent: desk_agent:DeskAgent   user: scripted",
+    ])
+
+
+def test_an_unknown_agent_fails_each_trial_with_a_clear_message(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--sandtable-agent=nowhere:Agent")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([
+        "--sandtable-agent: cannot import module 'nowhere' for agent 'nowhere:Agent': No module named 'nowhere'"
+    ])
+
+
+# -- broken domains ------------------------------------------------------------------------------------
+
+
+def test_a_broken_domain_is_one_clean_collection_error_and_the_others_still_run(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("good").mkdir()
+    pytester.path.joinpath("good", "sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("broken").mkdir()
+    pytester.path.joinpath("broken", "sandtable.yaml").write_text(
+        DOMAIN.replace("kind: limit, tool: book_load", "kind: limit, tool: book_loads"), encoding="utf-8"
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    line = DOMAIN.splitlines().index(next(x for x in DOMAIN.splitlines() if "id: rate-ceiling" in x)) + 1
+    result.stdout.fnmatch_lines([
+        "*_ ERROR collecting broken/sandtable.yaml _*",
+        f"broken/sandtable.yaml:{line}:*: invariants[[]0].tool: unknown tool 'book_loads'*",
+    ], consecutive=True)
+    result.stdout.fnmatch_lines(["ERROR broken/sandtable.yaml"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.no_fnmatch_line("*Interrupted*")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# -- the terminal summary ---------------------------------------------------------------------------------
+
+
+def test_the_terminal_summary(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--sandtable-k=2")
+    assert sandtable_section(result.outlines) == [
+        "4 trials of 2 tasks: 2 passed, 2 failed, 0 errored (left out of pass^k)   agent: reference   user: scripted",
+        "",
+        "pass^k           tasks    pass^1    pass^2",
+        "---------------  -------  --------  --------",
+        "all tasks        2        50.0%     50.0%",
+        "tag booking      1        100.0%    100.0%",
+        "tag negotiation  1        0.0%      0.0%",
+        "",
+        "task                        verdict    passed    tags",
+        "--------------------------  ---------  --------  -----------",
+        "book-happy-path (critical)  passed     2/2       booking",
+        "over-the-ceiling            failed     0/2       negotiation",
+        "",
+        "Failure modes (failed checks across trials, most frequent first)",
+        "kind       check               trials    example",
+        "---------  ------------------  --------  ---------------------------------------------------------------",
+        "invariant  rate-ceiling        2         over-the-ceiling[1]: book_load rate=2600 exceeds the limit 2350",
+        'reply      reply:confirmation  2         over-the-ceiling[1]: agent never said "confirmation"',
+    ]
+
+
+def test_no_summary_without_trials(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain(): pass")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*= sandtable =*")
+
+
+def test_xdist_gives_the_same_summary_and_still_runs_next_to_a_broken_domain(domain: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    domain.path.joinpath("broken").mkdir()
+    domain.path.joinpath("broken", "sandtable.yaml").write_text(DOMAIN.replace("version: 1", "version: one"),
+                                                                encoding="utf-8")
+    serial = domain.runpytest_subprocess("--sandtable-k=3", "-p", "xdist", "-n", "0")
+    parallel = domain.runpytest_subprocess("--sandtable-k=3", "-p", "xdist", "-n", "2")
+    parallel.assert_outcomes(passed=3, failed=3, errors=1)
+    assert sandtable_section(parallel.outlines) == sandtable_section(serial.outlines)
+    assert sandtable_section(parallel.outlines)[0].startswith("6 trials of 2 tasks: 3 passed, 3 failed")
