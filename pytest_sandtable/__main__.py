@@ -43,21 +43,7 @@ def _validate(args: argparse.Namespace) -> int:
     from ._errors import DomainError
     from ._loader import load_domain
 
-    files: list[Path] = []
-    status = EXIT_OK
-    for raw in args.paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = list(find_domain_files(path))
-            if not found:
-                print(f"error: no sandtable.yaml or *.sandtable.yaml under {raw}", file=sys.stderr)
-                status = EXIT_ERROR
-            files += found
-        elif path.exists():
-            files.append(path)
-        else:
-            print(f"error: no such file or folder: {raw}", file=sys.stderr)
-            status = EXIT_ERROR
+    files, status = _collect_files(args.paths)
     for path in files:
         try:
             domain = load_domain(path)
@@ -70,6 +56,51 @@ def _validate(args: argparse.Namespace) -> int:
             f"ok: {path} ({_plural(len(domain.tasks), 'task')}, {_plural(len(domain.tools), 'tool')}, "
             f"{_plural(len(domain.invariants), 'invariant')})"
         )
+    return status
+
+
+def _collect_files(raw_paths: Sequence[str]) -> tuple[list[Path], int]:
+    files: list[Path] = []
+    status = EXIT_OK
+    for raw in raw_paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = list(find_domain_files(path))
+            if not found:
+                print(f"error: no sandtable.yaml or *.sandtable.yaml under {raw}", file=sys.stderr)
+                status = EXIT_ERROR
+            files += found
+        elif path.exists():
+            files.append(path)
+        else:
+            print(f"error: no such file or folder: {raw}", file=sys.stderr)
+            status = EXIT_ERROR
+    return files, status
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from ._errors import DomainError
+    from ._lint import ERROR, WARNING, lint_domain
+    from ._loader import load_domain
+
+    files, status = _collect_files(args.paths)
+    flagged = False
+    for path in files:
+        try:
+            domain = load_domain(path)
+        except DomainError as e:
+            for problem in e.problems:
+                print(problem)
+            status = EXIT_ERROR
+            continue
+        findings = lint_domain(domain)
+        for f in findings:
+            print(f)
+        flagged = flagged or any(f.level in (ERROR, WARNING) for f in findings)
+        if not findings:
+            print(f"ok: {path} ({_plural(len(domain.tasks), 'task')} replayed)")
+    if status == EXIT_OK and flagged:
+        return 1
     return status
 
 
@@ -92,6 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="a domain file, or a folder searched for sandtable.yaml and *.sandtable.yaml",
     )
     validate.set_defaults(func=_validate)
+
+    lint = commands.add_parser(
+        "lint",
+        help="replay each task's reference and flag tasks that would mislead a score",
+        description="Replay every task's reference with the scripted user and report references that "
+        "fail their own task, rules that did not apply, and tasks that pass when the agent does nothing. "
+        "Exits 1 when there is an error or warning, 2 when a file does not load, else 0.",
+    )
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="a domain file or a folder")
+    lint.set_defaults(func=_lint)
+
+    from ._cli_runs import add_subcommands
+
+    add_subcommands(commands)
     return parser
 
 

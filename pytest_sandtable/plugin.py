@@ -77,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--sandtable-k / sandtable_k: expected at least 1, got {k_int}")
     config.stash[_K] = k_int
     config.pluginmanager.register(_Collector(config), "sandtable-collector")
+    from ._artifacts_plugin import register as register_artifacts
+
+    register_artifacts(config)
 
 
 _K = pytest.StashKey[int]()

@@ -1,0 +1,430 @@
+"""What a run leaves behind: results.json (versioned, schema-checked) and report.html.
+
+- :func:`build_results` turns trials and the run's metadata into the results.json
+  document (summary, per-task verdicts and gate outcome included);
+- :func:`write_run` writes results.json and report.html into a folder, each
+  atomically (a temporary file in the same folder, then :func:`os.replace`), after
+  scrubbing secrets out of them;
+- :func:`read_results` reads one back, checking its ``schema_version`` and the JSON
+  Schema, and raises :class:`ResultsError` (file and what is wrong) for a bad file.
+
+The layout is documented in docs/results.md; the schema is
+``pytest_sandtable/schemas/results.schema.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ._results import TrialResult
+
+__all__ = [
+    "REPORT_FILE",
+    "RESULTS_FILE",
+    "SCHEMA_VERSION",
+    "ResultsError",
+    "RunMeta",
+    "build_results",
+    "default_run_dir",
+    "iso_utc",
+    "read_results",
+    "results_schema",
+    "safe_url",
+    "scrub_secrets",
+    "secret_values",
+    "trials_of",
+    "validate_results",
+    "write_report",
+    "write_run",
+]
+
+SCHEMA_VERSION = "1.0"
+_MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
+RESULTS_FILE = "results.json"
+REPORT_FILE = "report.html"
+_SCHEMA_FILE = "schemas/results.schema.json"
+
+REDACTED = "[redacted]"
+# env vars whose values never appear in a written file
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+SECRET_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+# shorter values are not secrets in practice, and replacing them would maul ordinary text
+MIN_SECRET_LENGTH = 4
+
+
+class ResultsError(Exception):
+    """A results.json that cannot be used: the file, and what is wrong with it."""
+
+    def __init__(self, file: str | os.PathLike[str], problem: str) -> None:
+        self.file = str(file)
+        self.problem = problem
+        super().__init__(f"{self.file}: {problem}")
+
+
+def _writer_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def iso_utc(dt: datetime | None = None) -> str:
+    """``2026-03-01T09:30:12.123456Z`` (now, when ``dt`` is None)."""
+    dt = (dt or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def safe_url(url: str | None) -> str | None:
+    """A URL without any ``user:password@`` part, query string or fragment (they may hold keys)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+@dataclass
+class RunMeta:
+    """The ``run`` object of results.json. ``domains`` holds ``{name, path, sha256}`` with
+    ``path`` relative to the rootdir; times are ISO 8601 UTC (see :func:`iso_utc`)."""
+
+    domains: list[dict[str, str]]
+    agent: str
+    user: str
+    k: int
+    run_seed: int
+    options: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    finished_at: str = ""
+    shards: list[dict[str, Any]] | None = None
+    command: str = "pytest"  # what wrote the file: "pytest" or "merge"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``run`` object (``command`` goes to ``writer``)."""
+        d: dict[str, Any] = {
+            "domains": [dict(x) for x in self.domains],
+            "agent": self.agent,
+            "user": self.user,
+            "k": self.k,
+            "run_seed": self.run_seed,
+            "options": dict(self.options),
+            "started_at": self.started_at or iso_utc(),
+            "finished_at": self.finished_at or iso_utc(),
+        }
+        if self.shards is not None:
+            d["shards"] = [dict(s) for s in self.shards]
+        return d
+
+
+def _as_trial(t: TrialResult | Mapping[str, Any]) -> TrialResult:
+    return t if isinstance(t, TrialResult) else TrialResult.from_dict(dict(t))
+
+
+def build_results(
+    trials: Iterable[TrialResult | Mapping[str, Any]],
+    run_meta: RunMeta,
+    *,
+    fail_under: float | None = None,
+    floors: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The results.json document for these trials: every trial (in a stable order,
+    whatever order they finished in), per-task verdicts, the summary and the gates'
+    outcome (critical tasks are always checked; fail-under and floors when given)."""
+    from ._gates import evaluate
+    from ._summary import order_trials, summarize
+
+    ts = order_trials(_as_trial(t) for t in trials)
+    summary = summarize(ts, k=run_meta.k)
+    floors = dict(floors or {})
+    outcome = evaluate(summary, fail_under, floors, ts)
+    tasks = [
+        {
+            "domain": e["domain"],
+            "task": e["task"],
+            "verdict": e["verdict"],
+            "critical": e["critical"],
+            "tags": list(e["tags"]),
+            "trials": e["trials"],
+            "graded": e["graded"],
+            "passed": e["passed"],
+            "errored": e["errored"],
+        }
+        for e in summary["tasks"]
+    ]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "writer": {"name": "pytest-sandtable", "version": _writer_version(), "command": run_meta.command},
+        "run": run_meta.to_dict(),
+        "trials": [t.to_dict() for t in ts],
+        "tasks": tasks,
+        "summary": summary,
+        "gate": outcome.to_dict(fail_under, floors),
+    }
+
+
+def trials_of(results: Mapping[str, Any]) -> list[TrialResult]:
+    """The trials of a results.json document as :class:`TrialResult` objects."""
+    return [TrialResult.from_dict(t) for t in results.get("trials", [])]
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of env vars named ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` (and
+    ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``), longest first; values shorter than
+    :data:`MIN_SECRET_LENGTH` characters are ignored."""
+    env = os.environ if env is None else env
+    found = set()
+    for name, value in env.items():
+        upper = name.upper()
+        if (upper.endswith(SECRET_SUFFIXES) or upper in SECRET_NAMES) and len(value.strip()) >= MIN_SECRET_LENGTH:
+            found.add(value.strip())
+            if value != value.strip():
+                found.add(value)
+    return sorted(found, key=lambda v: (-len(v), v))
+
+
+def _scrub_str(s: str, secrets: Sequence[str]) -> str:
+    for v in secrets:
+        if v in s:
+            s = s.replace(v, REDACTED)
+    return s
+
+
+def scrub_secrets(obj: Any, secrets: Sequence[str]) -> Any:
+    """A JSON-compatible copy of ``obj`` with every secret value replaced by ``[redacted]``
+    in strings and keys (a number whose digits contain one becomes ``"[redacted]"``).
+    Also makes the value strict JSON: NaN and infinities become null, tuples lists,
+    and other objects their ``str()``."""
+    if isinstance(obj, str):
+        return _scrub_str(obj, secrets) if secrets else obj
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, (int, float)):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return None
+        if secrets and any(v in repr(obj) for v in secrets):
+            return REDACTED
+        return obj
+    if isinstance(obj, Mapping):
+        return {_scrub_str(str(k), secrets): scrub_secrets(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_secrets(v, secrets) for v in obj]
+    return _scrub_str(str(obj), secrets)
+
+
+def _scrub_text(text: str, secrets: Sequence[str]) -> str:
+    """Last line of defence on a rendered file: the raw, JSON-escaped and HTML-escaped forms."""
+    import html
+
+    for v in secrets:
+        for form in {v, json.dumps(v, ensure_ascii=False)[1:-1], json.dumps(v)[1:-1], html.escape(v, quote=True)}:
+            if form and form in text:
+                text = text.replace(form, REDACTED)
+    return text
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _label(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "run"
+
+
+def default_run_dir(base: str | os.PathLike[str], domains: Iterable[str], now: datetime | None = None) -> Path:
+    """A new folder ``BASE/.sandtable/runs/<UTC timestamp>-<domain or 'multi'>/`` (a ``-2``,
+    ``-3``... suffix when a run in the same second took the name). It is created."""
+    names = sorted(set(domains))
+    label = _label(names[0]) if len(names) == 1 else "multi"
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    runs = Path(base) / ".sandtable" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = runs / (f"{stamp}-{label}" if n == 1 else f"{stamp}-{label}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and os.replace: readers see the old
+    file or the whole new one, never a half-written one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_run(
+    results: Mapping[str, Any], out_dir: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
+) -> Path:
+    """Write ``results.json`` and ``report.html`` into ``out_dir`` (created if needed);
+    returns the folder. Secret values from the environment (see :func:`secret_values`;
+    ``env`` defaults to :data:`os.environ`) are replaced by ``[redacted]`` in both files.
+    Both files are rendered before either is written."""
+    from ._html import render_report
+
+    secrets = secret_values(env)
+    clean: dict[str, Any] = scrub_secrets(results, secrets)
+    json_text = _scrub_text(json.dumps(clean, ensure_ascii=False, indent=1, allow_nan=False) + "\n", secrets)
+    html_text = _scrub_text(render_report(clean), secrets)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / RESULTS_FILE, json_text)
+    _atomic_write(out / REPORT_FILE, html_text)
+    return out
+
+
+def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike[str],
+                 *, env: Mapping[str, str] | None = None) -> Path:
+    """Re-render ``report.html`` alone into ``out_dir`` (created if needed), atomically
+    and with secrets scrubbed; returns the file written."""
+    from ._html import render_report
+
+    secrets = secret_values(env)
+    html_text = _scrub_text(render_report(scrub_secrets(results, secrets)), secrets)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / REPORT_FILE, html_text)
+    return out / REPORT_FILE
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@lru_cache(maxsize=1)
+def results_schema() -> dict[str, Any]:
+    """The JSON Schema of results.json (draft 2020-12)."""
+    text = resources.files("pytest_sandtable").joinpath(_SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _relaxed(node: Any) -> Any:
+    """The schema without ``additionalProperties: false``: for files of a newer minor
+    version, whose extra (optional) fields this version does not know."""
+    if isinstance(node, dict):
+        return {k: _relaxed(v) for k, v in node.items() if not (k == "additionalProperties" and v is False)}
+    if isinstance(node, list):
+        return [_relaxed(v) for v in node]
+    return node
+
+
+@lru_cache(maxsize=2)
+def _validator(relaxed: bool) -> Any:
+    import jsonschema  # type: ignore[import-untyped,unused-ignore]
+
+    schema = results_schema()
+    if relaxed:
+        schema = _relaxed(schema)
+        # a newer minor writes a newer minor version number
+        schema["properties"]["schema_version"] = {"type": "string", "pattern": rf"^{_MAJOR}\.[0-9]+$"}
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _where(path: Iterable[Any]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -> None:
+    """Check a parsed results.json: its ``schema_version`` (another major version is
+    refused) and the JSON Schema. Raises :class:`ResultsError` listing what is wrong."""
+    if not isinstance(data, dict):
+        raise ResultsError(file, f"expected a JSON object at the top, got {type(data).__name__}")
+    version = data.get("schema_version")
+    if version is None:
+        raise ResultsError(file, "no schema_version: this is not a pytest-sandtable results.json")
+    m = re.fullmatch(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    if m is None:
+        raise ResultsError(file, f"schema_version {version!r} is not MAJOR.MINOR, e.g. {SCHEMA_VERSION!r}")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major != _MAJOR:
+        writer = data.get("writer") if isinstance(data.get("writer"), dict) else {}
+        by = f" by {writer.get('name', '?')} {writer.get('version', '?')}" if writer else ""
+        newer = "upgrade pytest-sandtable to read it" if major > _MAJOR else "re-run the suite to write it anew"
+        raise ResultsError(
+            file,
+            f"written with results schema {version}{by}; this pytest-sandtable ({_writer_version()}) "
+            f"reads schema {_MAJOR}.x only: {newer}",
+        )
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
+
+    errors = sorted(_validator(minor > _MINOR).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = []
+        for e in errors[:5]:
+            if e.context:
+                e = best_match(e.context)
+            lines.append(f"{_where(e.absolute_path)}: {_short(e.message)}")
+        more = f"\n  ... and {len(errors) - 5} more" if len(errors) > 5 else ""
+        n = len(errors)
+        raise ResultsError(
+            file, f"does not match the results schema {SCHEMA_VERSION} ({n} problem{'s' if n != 1 else ''}):\n  "
+            + "\n  ".join(lines) + more
+        )
+
+
+def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a results.json (a folder means its results.json).
+
+    Raises :class:`ResultsError` (never another exception) for a missing, unreadable,
+    malformed, newer-major or schema-violating file.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsError(p, "no such file") from None
+    except UnicodeDecodeError:
+        raise ResultsError(p, "not a results.json: the file is not UTF-8 text") from None
+    except OSError as e:
+        raise ResultsError(p, f"cannot read it: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = " (the file is empty)" if not text.strip() else ""
+        raise ResultsError(p, f"not valid JSON{hint}: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise ResultsError(p, "not a results.json: nested too deeply") from None
+    validate_results(data, p)
+    result: dict[str, Any] = data
+    return result

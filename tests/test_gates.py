@@ -1,0 +1,250 @@
+"""Gates: --sandtable-fail-under, --sandtable-floor and critical tasks; the lines users
+see and the exit status each gives."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sandtable._gates import evaluate, parse_fail_under, parse_floor
+from pytest_sandtable._results import TrialResult
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _sandtable_shop import PLUGIN_ARGS, make_shop, only_results
+
+# --------------------------------------------------------------------------- evaluate()
+
+SUMMARY: dict[str, Any] = {
+    "k": 4,
+    "pass_hat": {"1": 0.875, "2": 0.75, "3": 0.6875, "4": 0.625},
+    "tags": {
+        "booking": {"tasks": 2, "pass_hat": {"1": 1.0, "2": 1.0, "3": 1.0, "4": 1.0}},
+        "secrecy": {"tasks": 1, "pass_hat": {"1": 0.5, "2": 0.25, "3": 0.0, "4": 0.0}},
+    },
+}
+
+
+def trial(task: str, n: int, verdict: str, critical: bool = False, domain: str = "freight") -> TrialResult:
+    return TrialResult(domain=domain, task=task, trial=n, k=4, seed=0, verdict=verdict, critical=critical)
+
+
+def test_fail_under_compares_the_highest_pass_k() -> None:
+    out = evaluate(SUMMARY, 85, {}, [])
+    assert (out.passed, out.gate_set) == (False, True)
+    assert out.lines == ["sandtable gate failed: pass^4 62.5% is below --sandtable-fail-under 85% by 22.5 points"]
+    out = evaluate(SUMMARY, 62.5, {}, [])
+    assert out.passed and out.lines == ["sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 62.5%"]
+
+
+def test_fail_under_at_exactly_the_score_passes_despite_float_rounding() -> None:
+    out = evaluate({"k": 1, "pass_hat": {"1": 0.29 + 0.58}, "tags": {}}, 87, {}, [])  # 0.8699999999999999
+    assert out.passed
+
+
+def test_floors_per_tag_and_an_unknown_tag() -> None:
+    out = evaluate(SUMMARY, None, {"booking": 90, "secrecy": 40, "billing": 50}, [])
+    assert not out.passed
+    assert out.lines == [
+        "sandtable gate failed: tag secrecy pass^4 0.0% is below --sandtable-floor secrecy=40% by 40.0 points",
+        "sandtable gate failed: --sandtable-floor billing=50: no task is tagged 'billing'; "
+        "the tags are booking, secrecy",
+        "sandtable gate passed: tag booking pass^4 100.0% meets --sandtable-floor booking=90%",
+    ]
+
+
+def test_a_score_that_cannot_be_computed_fails_the_gate() -> None:
+    out = evaluate({"k": 4, "pass_hat": {"1": None, "2": None, "3": None, "4": None}, "tags": {}}, 10, {}, [])
+    assert out.lines == [
+        "sandtable gate failed: pass^4 is n/a (no task has 4 graded trials), so --sandtable-fail-under 10% is not met"
+    ]
+
+
+def test_any_failing_trial_of_a_critical_task_fails_the_run() -> None:
+    trials = [trial("expired-insurance", i, v, critical=True) for i, v in
+              enumerate(["passed", "failed", "errored", "failed"], 1)]
+    trials.append(trial("book-by-lane", 1, "failed"))
+    out = evaluate(SUMMARY, None, {}, trials)
+    assert (out.passed, out.gate_set) == (False, False)
+    assert out.lines == [
+        "sandtable gate failed: critical task expired-insurance failed 2 of 4 trials ([2], [4]) and errored in 1 "
+        "([3]; errored trials never count as passes)"
+    ]
+    assert evaluate(SUMMARY, None, {}, [trial("expired-insurance", 1, "passed", critical=True)]).passed
+
+
+def test_with_a_gate_set_an_errored_trial_fails_it() -> None:
+    trials = [trial("book-by-lane", 1, "passed"), trial("book-by-lane", 2, "errored")]
+    assert evaluate(SUMMARY, None, {}, trials).passed  # no gate: pytest's rule decides
+    out = evaluate(SUMMARY, 50, {}, trials)
+    assert out.lines == [
+        "sandtable gate failed: 1 trial errored and was not graded (errored trials never count as passes): "
+        "book-by-lane[2]",
+        "sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 50%",
+    ]
+
+
+def test_several_domains_name_tasks_with_their_domain() -> None:
+    trials = [trial("intake", 1, "failed", critical=True, domain="clinic"), trial("x", 1, "passed")]
+    assert evaluate(SUMMARY, None, {}, trials).lines == [
+        "sandtable gate failed: critical task clinic/intake failed 1 of 1 trials ([1])"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"), [("booking=90", ("booking", 90.0)), (" vetting = 87.5% ", ("vetting", 87.5)),
+                        ("a=0", ("a", 0.0))]
+)
+def test_parse_floor(raw: str, parsed: tuple[str, float]) -> None:
+    assert parse_floor(raw) == parsed
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("booking", "--sandtable-floor: expected TAG=PCT, e.g. booking=90, got 'booking'"),
+        ("=90", "--sandtable-floor: expected TAG=PCT, e.g. booking=90, got '=90'"),
+        ("booking=", "--sandtable-floor: expected TAG=PCT, e.g. booking=90, got 'booking='"),
+        ("booking=lots", "--sandtable-floor booking: expected a percentage from 0 to 100, got 'lots'"),
+        ("booking=120", "--sandtable-floor booking: expected a percentage from 0 to 100, got '120'"),
+    ],
+)
+def test_parse_floor_refuses_bad_values(raw: str, message: str) -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        parse_floor(raw)
+    assert str(info.value) == message
+
+
+def test_parse_fail_under() -> None:
+    assert parse_fail_under(None) is None
+    assert parse_fail_under(85.0) == 85.0
+    with pytest.raises(pytest.UsageError, match=r"^--sandtable-fail-under: expected a percentage from 0 to 100, "
+                                                r"got '150.0'$"):
+        parse_fail_under(150.0)
+
+
+# --------------------------------------------------------------------------- exit status of a run
+
+# The shop has three tasks: refund (critical, tag refunds), greet and order-status (tag chat).
+# With SHOP_FAIL=greet:2 and k=4: pass^4 = (1 + 0 + 1) / 3 = 66.7%, tag chat 50%, tag refunds 100%.
+
+
+@pytest.fixture
+def shop(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for var in ("SHOP_CRASH", "SHOP_SAY", "SHOP_USER_FAIL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SHOP_FAIL", "greet:2")
+    make_shop(pytester)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*PLUGIN_ARGS, "--sandtable-k=4", *args)
+
+
+def gate_lines(result: pytest.RunResult) -> list[str]:
+    return [ln for ln in result.outlines if ln.startswith("sandtable gate")]
+
+
+def test_no_gate_pytest_rule_a_failing_trial_fails_the_run(shop: pytest.Pytester) -> None:
+    result = run(shop)
+    result.assert_outcomes(passed=11, failed=1)
+    assert result.ret == 1
+    assert gate_lines(result) == []
+
+
+def test_no_gate_and_every_trial_passes(shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "")
+    assert run(shop).ret == 0
+
+
+def test_fail_under_met_passes_the_run_with_a_failing_trial(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-fail-under", "60")
+    result.assert_outcomes(passed=11, failed=1)
+    assert result.ret == 0
+    assert gate_lines(result) == ["sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60%"]
+    gate = only_results(shop.path)["gate"]
+    assert gate == {"set": True, "passed": True, "fail_under": 60.0, "floors": {}, "lines": gate_lines(result)}
+
+
+def test_fail_under_missed_exits_1_saying_by_how_much(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-fail-under=85")
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "sandtable gate failed: pass^4 66.7% is below --sandtable-fail-under 85% by 18.3 points"
+    ]
+
+
+def test_floor_met(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-floor", "refunds=100")
+    assert result.ret == 0
+    assert gate_lines(result) == [
+        "sandtable gate passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=100%"
+    ]
+
+
+def test_floor_missed(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-floor", "refunds=90", "--sandtable-floor", "chat=75")
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "sandtable gate failed: tag chat pass^4 50.0% is below --sandtable-floor chat=75% by 25.0 points",
+        "sandtable gate passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=90%",
+    ]
+
+
+def test_floor_on_an_unknown_tag(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-floor", "billing=50")
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "sandtable gate failed: --sandtable-floor billing=50: no task is tagged 'billing'; the tags are chat, refunds"
+    ]
+
+
+def test_a_malformed_floor_is_a_usage_error(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-floor", "chat")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-floor: expected TAG=PCT, e.g. booking=90, got 'chat'"])
+    assert not (shop.path / ".sandtable").exists()
+
+
+def test_a_failing_critical_trial_fails_the_run_without_a_gate(
+    shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "refund:3")
+    result = run(shop)
+    assert result.ret == 1
+    assert gate_lines(result) == ["sandtable gate failed: critical task refund failed 1 of 4 trials ([3])"]
+
+
+def test_a_failing_critical_trial_fails_the_run_whatever_the_score(
+    shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "refund:3")
+    result = run(shop, "--sandtable-fail-under=10")
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "sandtable gate failed: critical task refund failed 1 of 4 trials ([3])",
+        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10%",
+    ]
+
+
+def test_an_errored_trial_never_counts_as_a_pass(shop: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "")
+    monkeypatch.setenv("SHOP_USER_FAIL", "greet:2")
+    result = run(shop, "--sandtable-fail-under=10")
+    result.assert_outcomes(passed=11, errors=1)
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "sandtable gate failed: 1 trial errored and was not graded (errored trials never count as passes): greet[2]",
+        "sandtable gate passed: pass^4 100.0% meets --sandtable-fail-under 10%",
+    ]
+
+
+def test_a_failing_plain_test_still_fails_a_gated_run(shop: pytest.Pytester) -> None:
+    shop.makepyfile(test_plain="def test_plain():\n    assert 1 == 2\n")
+    result = run(shop, "--sandtable-fail-under=10")
+    result.assert_outcomes(passed=11, failed=2)
+    assert result.ret == 1  # the gate decides about trials only
+    assert gate_lines(result) == ["sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10%"]

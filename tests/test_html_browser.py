@@ -1,0 +1,181 @@
+"""report.html in a real headless browser (Debian's chromium): the content shows,
+navigation works, markup planted in a transcript is shown as text and never runs,
+and the page makes no request of its own. Plus checks of the markup itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sandtable import ReferenceAgent, ScriptedUser, run_trial
+from pytest_sandtable._artifacts import RunMeta, build_results, write_run
+from pytest_sandtable._html import render_report
+from pytest_sandtable._loader import load_domain_text
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _sandtable_shop import SHOP
+
+PLANTED_SCRIPT = "<script>window.__pwned=1</script>"
+PLANTED_IMG = '<img src=x onerror="window.__pwned=1">'
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run"]
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+class SlippingAgent(ReferenceAgent):
+    """The reference agent, except that it fails greet's second trial."""
+
+    def for_task(self, task: Any) -> SlippingAgent:
+        return SlippingAgent(task.reference)
+
+    def __call__(self, turn: Any) -> str:
+        if (turn.trial.task_id, turn.trial.trial) == ("greet", 2):
+            return f"Sorry. {PLANTED_IMG}"
+        return super().__call__(turn)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report whose transcripts, world rows and replies carry planted markup."""
+    text = SHOP.replace('"Hi, I\'m customer C-1. Please refund 20 for my broken mug."',
+                        f"'{PLANTED_SCRIPT} {PLANTED_IMG} Hi, I am customer C-1. Please refund 20.'")
+    text = text.replace("name: Ada Example", 'name: "<b onmouseover=window.__pwned=1>Ada</b>"')
+    domain = load_domain_text(text, "sandtable.yaml")
+    trials = [run_trial(domain, task.id, SlippingAgent(), ScriptedUser(), trial=i, k=3, location="sandtable.yaml:1")
+              for task in domain.tasks for i in (1, 2, 3)]
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": domain.sha256}],
+                   agent="reference", user="scripted", k=3, run_seed=0)
+    out = tmp_path_factory.mktemp("run")
+    write_run(build_results(trials, meta, fail_under=80), out)
+    return out / "report.html"
+
+
+# --------------------------------------------------------------------------- the markup
+
+
+def test_the_page_is_self_contained_and_escapes_everything(report: Path) -> None:
+    html = report.read_text(encoding="utf-8")
+    assert html.count("<script") == 1  # ours, at the end
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;" in html
+    assert "<img" not in html and "onerror=" not in html.replace("onerror=&quot;", "")
+    assert "<b onmouseover" not in html
+    assert re.findall(r'\b(?:src|href|action)="(?!#)', html) == []  # links are anchors only
+    assert "http://" not in html and "https://" not in html
+    assert "default-src &#x27;none&#x27;" in html  # a CSP: the browser allows no request
+
+
+def test_render_without_optional_parts() -> None:
+    html = render_report({"summary": {"pass_hat": {"1": None}, "tasks": []}, "run": {}, "gate": {}, "trials": []})
+    assert "n/a" in html and "No check failed." in html
+
+
+# --------------------------------------------------------------------------- in a browser
+
+
+def _playwright() -> Any:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    return sync_playwright
+
+
+@needs_chromium
+def test_in_a_browser(report: Path, tmp_path: Path) -> None:
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        _dump_dom_checks(report)
+        return
+    url = report.as_uri()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url)
+
+            # the content shows
+            assert page.title().startswith("sandtable: pass^3 ")
+            headline = page.locator("#headline")
+            assert headline.is_visible() and re.fullmatch(r"\d+\.\d%", headline.inner_text())
+            assert page.locator("#gate").inner_text().count("gate failed") == 1
+            tasks_table = page.locator("table.tasks")
+            assert tasks_table.get_by_role("link", name="order-status").is_visible()
+            assert page.get_by_text("Your order O-1 has shipped.").first.is_visible() is False  # passed: collapsed
+            assert page.get_by_text("Sorry.").first.is_visible()  # greet[2] failed: open
+            assert page.locator("svg.chart circle").count() == 3
+
+            # navigation: a task link shows the task's trials; a trial dot opens a collapsed trial
+            tasks_table.get_by_role("link", name="order-status").click()
+            assert page.evaluate("location.hash") == "#task-3"
+            section = page.locator("#task-3")
+            assert section.is_visible() and _in_viewport(page, "#task-3")
+            page.locator('a.dot[href="#trial-3-2"]').click()
+            assert page.locator("#trial-3-2").evaluate("d => d.open") is True
+            assert page.locator("#trial-3-2").get_by_text("Your order O-1 has shipped.").is_visible()
+            assert _in_viewport(page, "#trial-3-2")
+
+            # filters (JS): only the flaky tasks
+            page.locator('.filters button[data-verdict="flaky"]').click()
+            rows = tasks_table.locator("tbody tr")
+            visible = [r.locator("td a").first.inner_text() for r in rows.all() if r.is_visible()]
+            assert visible == ["greet"]
+            page.locator('.filters button[data-verdict="all"]').click()
+
+            # planted markup is text, and never ran
+            first_user = page.locator("#trial-1-1 li.msg.user .text")
+            page.locator('a.dot[href="#trial-1-1"]').click()
+            assert first_user.inner_text().startswith(f"{PLANTED_SCRIPT} {PLANTED_IMG} Hi, I am customer C-1.")
+            assert page.get_by_text(f"Sorry. {PLANTED_IMG}").first.is_visible()
+            assert page.evaluate("typeof window.__pwned") == "undefined"
+            assert page.locator("img").count() == 0
+            assert page.locator("#trial-1-1").get_by_text("<b onmouseover=window.__pwned=1>Ada</b>").count() >= 1
+
+            # no request leaves the page, and the page's own script ran without error
+            assert requests == [url]
+            assert errors == []
+            assert "no-js" not in (page.locator("html").get_attribute("class") or "")
+            page.goto(f"{url}#trial-2-2")
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=False)
+
+            # without JS everything still shows: failing trials open, links to anchors
+            nojs = browser.new_context(java_script_enabled=False).new_page()
+            nojs.goto(url)
+            assert nojs.locator("#headline").is_visible()
+            assert nojs.get_by_text("Sorry.").first.is_visible()
+            assert not nojs.locator(".filters").first.is_visible()  # JS-only controls hidden
+            nojs.get_by_role("link", name="order-status").first.click()
+            assert nojs.locator("#task-3").is_visible()
+        finally:
+            browser.close()
+
+
+def _in_viewport(page: Any, selector: str) -> bool:
+    box = page.locator(selector).bounding_box()
+    height = page.viewport_size["height"]
+    return box is not None and 0 <= box["y"] < height
+
+
+def _dump_dom_checks(report: Path) -> None:
+    """Without playwright: chromium's own --dump-dom (JS runs; the DOM it leaves is checked)."""
+    assert CHROMIUM is not None
+    proc = subprocess.run([CHROMIUM, "--headless", *BROWSER_ARGS, "--dump-dom", report.as_uri()],
+                          capture_output=True, text=True, timeout=120, check=False)
+    dom = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert 'id="headline"' in dom and "order-status" in dom
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in dom
+    assert "<img" not in dom
+    assert 'class="no-js"' not in dom  # the page's script ran (and only it: CSP by hash)

@@ -1,0 +1,220 @@
+"""``python -m pytest_sandtable merge`` and ``report``: shards of one run combined into one
+results.json with pass^k over all trials, refusals with one clear line, re-rendering."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sandtable._artifacts import read_results
+from pytest_sandtable._cli_runs import add_subcommands
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _sandtable_shop import PLUGIN_ARGS, SHOP, make_shop, strip_timings
+
+
+def cli(*argv: str) -> int:
+    """The merge and report commands as ``python -m pytest_sandtable`` runs them."""
+    parser = argparse.ArgumentParser(prog="python -m pytest_sandtable")
+    add_subcommands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+@pytest.fixture
+def shop(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for var in ("SHOP_CRASH", "SHOP_SAY", "SHOP_USER_FAIL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SHOP_FAIL", "greet:2,refund:3")
+    make_shop(pytester)
+    monkeypatch.chdir(pytester.path)
+    return pytester
+
+
+def shard(pytester: pytest.Pytester, out: str, *args: str, k: int = 4) -> dict[str, Any]:
+    pytester.runpytest(*PLUGIN_ARGS, f"--sandtable-k={k}", "--sandtable-out", out, *args)
+    return read_results(pytester.path / out)
+
+
+def comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a merge must reproduce of a single run: all but timings, the writer's command and the shard list."""
+    doc = strip_timings(doc)
+    doc["writer"].pop("command")
+    doc["run"].pop("shards", None)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "selections",
+    [
+        pytest.param(("refund or greet", "order"), id="split-by-task"),
+        pytest.param(("1-4 or 2-4", "3-4", "4-4"), id="split-by-trial-number"),
+    ],
+)
+def test_merged_shards_equal_the_single_run(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str], selections: tuple[str, ...]
+) -> None:
+    whole = shard(shop, "whole")
+    parts = [f"part{i}" for i in range(len(selections))]
+    for out, sel in zip(parts, selections):
+        shard(shop, out, "-k", sel)
+    capsys.readouterr()
+    code = cli("merge", *(f"{p}/results.json" for p in parts), "-o", "merged")
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1  # without a gate, as pytest: trials failed
+    merged = read_results(shop.path / "merged")
+    assert merged["summary"]["pass_hat"] == whole["summary"]["pass_hat"]
+    assert merged["summary"]["pass_hat"]["4"] == pytest.approx(1 / 3)
+    assert comparable(merged) == comparable(whole)
+    assert merged["writer"]["command"] == "merge"
+    assert [s["trials"] for s in merged["run"]["shards"]] == [len(read_results(shop.path / p)["trials"]) for p in parts]
+    assert merged["run"]["started_at"] == min(read_results(shop.path / p)["run"]["started_at"] for p in parts)
+    assert (shop.path / "merged" / "report.html").is_file()
+    assert out[0] == (
+        "12 trials of 3 tasks: 10 passed, 2 failed, 0 errored (left out of pass^k)   agent: shop-agent   user: scripted"
+    )
+    assert out[-2:] == [
+        "sandtable: results in merged/",
+        "sandtable gate failed: critical task refund failed 1 of 4 trials ([3])",
+    ]
+
+
+def test_merge_with_a_gate(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+                           ) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "greet:2")
+    shard(shop, "a", "-k", "refund or greet")
+    shard(shop, "b", "-k", "order")
+    capsys.readouterr()
+    assert cli("merge", "a", "b", "-o", "m1", "--fail-under", "60") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60%"
+    )
+    assert cli("merge", "a", "b", "-o", "m2", "--floor", "chat=75") == 1
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "sandtable gate failed: tag chat pass^4 50.0% is below --sandtable-floor chat=75% by 25.0 points"
+    )
+    gate = read_results(shop.path / "m2")["gate"]
+    assert (gate["set"], gate["passed"], gate["floors"]) == (True, False, {"chat": 75.0})
+    assert cli("merge", "a", "b", "--floor", "chat") == 2
+    assert capsys.readouterr().err == "error: --floor: expected TAG=PCT, e.g. booking=90, got 'chat'\n"
+
+
+def test_merge_without_out_makes_a_run_folder(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(shop, "a", "-k", "refund")
+    shard(shop, "b", "-k", "not refund")
+    capsys.readouterr()
+    cli("merge", "a", "b")
+    (folder,) = (shop.path / ".sandtable" / "runs").iterdir()
+    assert folder.name.endswith("-shop")
+    assert capsys.readouterr().out.splitlines()[-2] == f"sandtable: results in .sandtable/runs/{folder.name}/"
+
+
+def test_merge_refuses_a_domain_that_changed_between_shards(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = shard(shop, "a", "-k", "refund")
+    (shop.path / "sandtable.yaml").write_text(SHOP.replace("a fictional shop", "a made-up shop"), encoding="utf-8")
+    b = shard(shop, "b", "-k", "not refund")
+    capsys.readouterr()
+    assert cli("merge", "a/results.json", "b/results.json", "-o", "merged") == 2
+    sha_a, sha_b = a["run"]["domains"][0]["sha256"][:12], b["run"]["domains"][0]["sha256"][:12]
+    assert capsys.readouterr().err == (
+        f"error: cannot merge: domain 'shop' differs between a/results.json (sha256 {sha_a}) and b/results.json "
+        f"(sha256 {sha_b}): shards must run the same domain files\n"
+    )
+    assert not (shop.path / "merged").exists()
+
+
+def test_merge_refuses_a_path_that_is_another_domain(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(shop, "a", "-k", "refund")
+    (shop.path / "sandtable.yaml").write_text(SHOP.replace("name: shop", "name: store"), encoding="utf-8")
+    shard(shop, "b", "-k", "not refund")
+    capsys.readouterr()
+    assert cli("merge", "a", "b") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: sandtable.yaml is domain 'shop' in a but 'store' in b: shards must run the same "
+        "domain files\n"
+    )
+
+
+def test_merge_refuses_a_trial_in_two_shards(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(shop, "a", "-k", "refund or greet")
+    shard(shop, "b", "-k", "greet or order")
+    capsys.readouterr()
+    assert cli("merge", "a", "b") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: shop/greet trial 1 is in both a and b: shards must split the trials, not repeat them "
+        "(a trial's number fixes its seed, so a repeat is the same trial twice)\n"
+    )
+
+
+def test_merge_refuses_shards_of_different_runs(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(shop, "a", "-k", "refund")
+    shard(shop, "b", "-k", "greet", k=2)
+    shard(shop, "c", "-k", "greet", "--sandtable-seed=5")
+    capsys.readouterr()
+    assert cli("merge", "a", "b") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: a and b ran with different k (4 and 2): shards of one run use the same --sandtable-k\n"
+    )
+    assert cli("merge", "a", "c") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: a and c ran with different run_seed (0 and 5): shards of one run use the same "
+        "--sandtable-seed\n"
+    )
+
+
+def test_merge_refuses_a_bad_file(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    shard(shop, "a", "-k", "refund")
+    (shop.path / "broken.json").write_text("{", encoding="utf-8")
+    capsys.readouterr()
+    assert cli("merge", "a", "broken.json") == 2
+    assert capsys.readouterr().err == (
+        "error: broken.json: not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2\n"
+    )
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_report_rerenders_the_html_and_prints_the_summary(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = shard(shop, "run", "--sandtable-fail-under=50")
+    html = shop.path / "run" / "report.html"
+    first = html.read_text(encoding="utf-8")
+    html.unlink()
+    capsys.readouterr()
+    assert cli("report", "run/results.json") == 0
+    assert html.read_text(encoding="utf-8") == first
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("12 trials of 3 tasks: 10 passed, 2 failed, 0 errored")
+    assert "all tasks    3        83.3%     66.7%     50.0%     33.3%" in out
+    assert out[-3:] == [
+        f"sandtable: report in {Path('run') / 'report.html'}",
+        *doc["gate"]["lines"],
+    ]
+    assert cli("report", "run", "-o", "elsewhere") == 0
+    assert (shop.path / "elsewhere" / "report.html").read_text(encoding="utf-8") == first
+
+
+def test_report_of_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli("report", str(tmp_path / "nope.json")) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope.json'}: no such file\n"
+
+
+def test_the_commands_are_on_the_module_command_line(shop: pytest.Pytester) -> None:
+    shard(shop, "run")
+    proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "report", "run"], cwd=shop.path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "sandtable: report in run" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "merge", "--help"], cwd=shop.path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and "--fail-under PCT" in proc.stdout
