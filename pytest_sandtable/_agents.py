@@ -52,33 +52,86 @@ def agent_label(agent: Any) -> str:
     return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(agent))}"
 
 
-def load_object(spec: str) -> Any:
-    """Import `module:attr` (attr may be dotted)."""
+def load_object(spec: str, what: str = "agent") -> Any:
+    """Import `module:attr` (attr may be dotted); ``what`` names it in errors."""
     mod_name, _, attr = spec.partition(":")
     if not mod_name or not attr:
         raise ValueError(f"expected module:attr, got {spec!r}")
     try:
         obj: Any = importlib.import_module(mod_name)
     except ImportError as e:
-        raise ValueError(f"cannot import module {mod_name!r} for agent {spec!r}: {e}") from None
+        raise ValueError(f"cannot import module {mod_name!r} for {what} {spec!r}: {e}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise ValueError(f"module {mod_name!r} has no attribute {attr!r} (agent {spec!r})") from None
+            raise ValueError(f"module {mod_name!r} has no attribute {attr!r} ({what} {spec!r})") from None
     return obj
 
 
+AGENT_FORMS = "'reference', 'claude:<model>', 'openai:<model>', 'http(s)://<url>' or 'module:attr'"
+
+
+def _model_name(spec: str) -> str:
+    kind, _, model = spec.partition(":")
+    model = model.strip()
+    if not model:
+        raise ValueError(f"{spec!r} names no model; expected {kind}:<model>, e.g. {kind}:{_EXAMPLE_MODEL[kind]}")
+    return model
+
+
+_EXAMPLE_MODEL = {"claude": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+_NEEDS = {"anthropic": "claude", "httpx": "openai"}
+
+
+def import_adapter(module: str, spec: str) -> Any:
+    """Import ``pytest_sandtable.adapters.<module>``; a missing client library becomes a
+    ValueError saying which extra to install."""
+    try:
+        return importlib.import_module(f"pytest_sandtable.adapters.{module}")
+    except ImportError as e:
+        missing = (e.name or "").split(".")[0]
+        if missing not in _NEEDS:
+            raise
+        raise ValueError(f"{spec!r} needs the {missing} package: pip install 'pytest-sandtable[{_NEEDS[missing]}]'"
+                         ) from None
+
+
 def make_agent(spec: str, options: AdapterOptions | None = None) -> tuple[AgentCallable, str]:
-    """The agent named by `--sandtable-agent`: `reference` or `module:attr`."""
+    """The agent named by `--sandtable-agent`, and its label:
+
+    - ``reference``: replays each task's reference path;
+    - ``claude:<model>``: Claude through the anthropic SDK (key from ``$ANTHROPIC_API_KEY``);
+    - ``openai:<model>``: an OpenAI-compatible chat-completions endpoint (base URL from
+      ``options.agent_base_url``, else ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``);
+    - ``http://...`` / ``https://...``: a service speaking the ``sandtable-step/1`` protocol;
+    - ``module:attr``: a callable, or a class instantiated without arguments.
+
+    Raises ValueError for anything else, or when a model agent lacks its key. The
+    adapters (and anthropic / httpx) are imported only when a spec names them.
+    """
     spec = (spec or "reference").strip()
+    options = options or AdapterOptions()
     if spec == "reference":
         return ReferenceAgent(), "reference"
-    if ":" in spec and not spec.startswith(("http://", "https://")):
+    if spec.startswith("claude:"):
+        model = _model_name(spec)
+        claude = import_adapter("claude", spec).ClaudeAgent(model, options)
+        return claude, str(claude.name)
+    if spec.startswith("openai:"):
+        model = _model_name(spec)
+        oai = import_adapter("openai", spec).OpenAIAgent(model, options)
+        return oai, str(oai.name)
+    if spec.startswith(("http://", "https://")):
+        if not spec.split("://", 1)[1].strip("/"):
+            raise ValueError(f"agent URL {spec!r} has no host")
+        http = import_adapter("http_agent", spec).HttpStepAgent(spec, options)
+        return http, str(http.name)
+    if ":" in spec:
         obj = load_object(spec)
         if inspect.isclass(obj):
             obj = obj()
         if not callable(obj):
             raise ValueError(f"agent {spec!r} is not callable")
         return obj, spec
-    raise ValueError(f"unknown agent {spec!r}; expected 'reference' or 'module:attr'")
+    raise ValueError(f"unknown agent {spec!r}; expected {AGENT_FORMS}")

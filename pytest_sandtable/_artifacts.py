@@ -143,6 +143,7 @@ def build_results(
     *,
     fail_under: float | None = None,
     floors: Mapping[str, float] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """The results.json document for these trials: every trial (in a stable order,
     whatever order they finished in), per-task verdicts, the summary and the gates'
@@ -151,7 +152,7 @@ def build_results(
     from ._summary import order_trials, summarize
 
     ts = order_trials(_as_trial(t) for t in trials)
-    summary = summarize(ts, k=run_meta.k)
+    summary = summarize(ts, k=run_meta.k, prices=prices)
     floors = dict(floors or {})
     outcome = evaluate(summary, fail_under, floors, ts)
     tasks = [

@@ -113,7 +113,11 @@ class ArtifactsPlugin:
         self._fill_crashed_labels(results)
         trials = [TrialResult.from_dict(d) for d in results]
         meta = self._run_meta(trials, iso_utc())
-        doc = build_results(trials, meta, fail_under=self.fail_under, floors=self.floors)
+        from .plugin import run_prices
+
+        doc = build_results(
+            trials, meta, fail_under=self.fail_under, floors=self.floors, prices=run_prices(self.config)
+        )
         from ._gates import GateOutcome
 
         gate = doc["gate"]

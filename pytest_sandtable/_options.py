@@ -13,7 +13,7 @@ class AdapterOptions:
     agent_base_url: str | None = None  # OpenAI-compatible endpoint for `openai:<model>` agents
     user_base_url: str | None = None  # likewise for `openai:<model>` simulated users
     temperature: float | None = None
-    max_tokens: int = 1024
+    max_tokens: int = 4096
     timeout: float = 60.0  # seconds per model/endpoint call
     retries: int = 4  # retries of a call where it is safe (429, 529, 5xx, dropped connections)
     run_seed: int = 0

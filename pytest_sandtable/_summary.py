@@ -6,7 +6,7 @@ the HTML report all render the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from math import comb
 from typing import Any
 
@@ -65,7 +65,34 @@ def order_trials(trials: Iterable[TrialResult]) -> list[TrialResult]:
     return sorted(trials, key=key)
 
 
-def summarize(trials: Iterable[TrialResult], k: int | None = None) -> dict[str, Any]:
+def cost_summary(
+    usage: Mapping[str, Mapping[str, Mapping[str, int]]], prices: Mapping[str, Mapping[str, float]] | None = None
+) -> dict[str, Any]:
+    """Estimated cost at list prices per side and model (None where the price is unknown)."""
+    from ._prices import all_prices, builtin_prices_as_of, estimate_cost
+
+    table = prices if prices is not None else all_prices(None)
+    out: dict[str, Any] = {"currency": "USD", "prices_as_of": builtin_prices_as_of()}
+    total = 0.0
+    unpriced: list[str] = []
+    for side in ("agent", "user"):
+        costs = estimate_cost(usage.get(side) or {}, table)
+        out[side] = costs
+        for model, c in costs.items():
+            if c is None:
+                unpriced.append(model)
+            else:
+                total += c
+    out["total"] = total
+    out["unpriced"] = sorted(set(unpriced))
+    return out
+
+
+def summarize(
+    trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None
+) -> dict[str, Any]:
+    """The run's figures. ``prices`` (model -> per-million-token prices) defaults to the
+    built-in list prices; models without a price get a cost of None ("n/a")."""
     trials = order_trials(trials)
     multi = len({t.domain for t in trials}) > 1
     # two domain files may share a `name`: their tasks stay apart, told apart by file
@@ -167,11 +194,40 @@ def summarize(trials: Iterable[TrialResult], k: int | None = None) -> dict[str, 
         "failure_modes": failure_modes,
         "soft_rules": sorted(soft.values(), key=lambda e: e["id"]),
         "usage": usage,
+        "cost": cost_summary(usage, prices),
         "latency": {"turns": len(lat), "p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95)},
         "agents": sorted({t.agent for t in trials}),
         "users": sorted({t.user for t in trials}),
         "domains": sorted({t.domain for t in trials}),
     }
+
+
+def _usage_rows(usage: Mapping[str, Any], cost: Mapping[str, Any]) -> list[list[str]]:
+    from ._usage import format_cost
+
+    fields = ("input", "output", "cache_read", "cache_write")
+    rows: list[list[str]] = []
+    totals = dict.fromkeys(fields, 0)
+    for side in ("agent", "user"):
+        for model in sorted(usage.get(side) or {}):
+            u = usage[side][model]
+            for f in fields:
+                totals[f] += int(u.get(f, 0) or 0)
+            c = (cost.get(side) or {}).get(model)
+            rows.append([side, model, *(f"{int(u.get(f, 0) or 0):,}" for f in fields), format_cost(c)])
+    if len(rows) > 1:
+        unpriced = cost.get("unpriced") or []
+        total = format_cost(cost.get("total")) if cost else "n/a"
+        if unpriced:
+            total = "n/a" if len(unpriced) == len(rows) else total + " + n/a"
+        rows.append(["total", "", *(f"{totals[f]:,}" for f in fields), total])
+    return rows
+
+
+def _secs(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
 
 
 def _plural(n: int, word: str) -> str:
@@ -223,6 +279,19 @@ def render_terminal(s: dict[str, Any]) -> list[str]:
             scope = f"trials that called {e['tool']}" if e["tool"] else "trials"
             rows.append([e["id"], pct(e["rate"]), f"{e['broken']} of {e['applied']} {scope}"])
         out.extend(tabulate(rows, tablefmt="plain", disable_numparse=True).splitlines())
+    usage = s.get("usage") or {}
+    if usage.get("agent") or usage.get("user"):
+        from ._usage import USAGE_HEADERS
+
+        usage_table = _usage_rows(usage, s.get("cost") or {})
+        out.append("")
+        out.append("Usage (cost estimated at list prices)")
+        out.extend(tabulate(usage_table, headers=USAGE_HEADERS, tablefmt="simple", disable_numparse=True,
+                            colalign=("left", "left") + ("right",) * 5).splitlines())
+    lat = s.get("latency") or {}
+    if lat.get("turns"):
+        out.append("")
+        out.append(f"Agent turn latency: p50 {_secs(lat['p50'])}, p95 {_secs(lat['p95'])} over {lat['turns']} turns")
     if s["errored_trials"]:
         out.append("")
         out.append("Errored trials (left out of pass^k)")

@@ -22,10 +22,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-k", type=int, default=None, metavar="K",
                     help="trials per task (ini: sandtable_k; default 1)")
     group.addoption("--sandtable-agent", default=None, metavar="AGENT",
-                    help="the agent under test when no sandtable_agent fixture overrides it: "
-                         "'reference' or 'module:attr' (ini: sandtable_agent; default reference)")
+                    help="the agent under test when no sandtable_agent fixture overrides it: 'reference', "
+                         "'claude:<model>', 'openai:<model>', 'http(s)://<url>' or 'module:attr' "
+                         "(ini: sandtable_agent; default reference)")
     group.addoption("--sandtable-user", default=None, metavar="USER",
-                    help="the simulated user: 'scripted' (ini: sandtable_user; default scripted)")
+                    help="the simulated user: 'scripted', 'claude:<model>', 'openai:<model>' or 'module:attr' "
+                         "(ini: sandtable_user; default scripted)")
     group.addoption("--sandtable-seed", type=int, default=None, metavar="N",
                     help="run seed; each trial's seed derives from (run seed, task, trial) (default 0)")
     group.addoption("--sandtable-agent-base-url", default=None, metavar="URL",
@@ -35,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="base URL of the OpenAI-compatible endpoint for openai:<model> simulated users")
     group.addoption("--sandtable-temperature", type=float, default=None, metavar="T",
                     help="sampling temperature for model-backed agents and users (default: the model's)")
+    group.addoption("--sandtable-max-tokens", type=int, default=None, metavar="N",
+                    help="output-token limit per model call of model-backed agents and users (default 4096)")
     group.addoption("--sandtable-timeout", type=float, default=None, metavar="SECONDS",
                     help="timeout of one model or endpoint call (ini: sandtable_timeout; default 60)")
     group.addoption("--sandtable-trial-timeout", type=float, default=None, metavar="SECONDS",
@@ -76,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if k_int < 1:
         raise pytest.UsageError(f"--sandtable-k / sandtable_k: expected at least 1, got {k_int}")
     config.stash[_K] = k_int
+    if config.getoption("--sandtable-prices"):
+        run_prices(config)  # a bad prices file is a usage error before anything runs
     config.pluginmanager.register(_Collector(config), "sandtable-collector")
     from ._artifacts_plugin import register as register_artifacts
 
@@ -83,6 +89,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _K = pytest.StashKey[int]()
+_PRICES = pytest.StashKey[dict[str, dict[str, float]]]()
+
+
+def run_prices(config: pytest.Config) -> dict[str, dict[str, float]]:
+    """Built-in list prices plus the --sandtable-prices file (loaded once)."""
+    prices = config.stash.get(_PRICES, None)
+    if prices is None:
+        from ._prices import PricesError, all_prices
+
+        try:
+            prices = all_prices(config.getoption("--sandtable-prices"))
+        except PricesError as e:
+            raise pytest.UsageError(f"--sandtable-prices: {e}") from None
+        config.stash[_PRICES] = prices
+    return prices
 _STATE = pytest.StashKey["RunState"]()
 
 
@@ -111,6 +132,7 @@ def run_state(config: pytest.Config) -> RunState:
             agent_base_url=config.getoption("--sandtable-agent-base-url"),
             user_base_url=config.getoption("--sandtable-user-base-url"),
             temperature=config.getoption("--sandtable-temperature"),
+            max_tokens=int(config.getoption("--sandtable-max-tokens") or 4096),
             timeout=_number(config, "timeout", float, 0.001),
             retries=_number(config, "retries", int, 0),
             run_seed=seed,
@@ -192,7 +214,7 @@ class _Collector:
         from ._summary import render_terminal, summarize
 
         trials = [TrialResult.from_dict(d) for d in self.results]
-        summary = summarize(trials, k=self.config.stash[_K])
+        summary = summarize(trials, k=self.config.stash[_K], prices=run_prices(self.config))
         terminalreporter.section("sandtable")
         for line in render_terminal(summary):
             terminalreporter.write_line(line)

@@ -71,8 +71,13 @@ def sandtable_section(lines: list[str]) -> list[str]:
     """The lines of the `sandtable` terminal summary section."""
     start = next(i for i, line in enumerate(lines) if line.startswith("=") and " sandtable " in line)
     end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
-    # the run folder's name holds a timestamp; test_artifacts.py asserts that line
-    return [line for line in lines[start + 1:end] if not line.startswith("sandtable: results in ")]
+    # the run folder's name holds a timestamp (test_artifacts.py asserts that line) and
+    # latency varies run to run (test_the_terminal_summary_shows_latency asserts it)
+    section = lines[start + 1:end]
+    section = [line for line in section if not line.startswith(("sandtable: results in ", "Agent turn latency: "))]
+    while section and not section[-1]:
+        section.pop()
+    return section
 
 
 # -- collection -----------------------------------------------------------------------------
@@ -328,6 +333,12 @@ def test_a_broken_domain_is_one_clean_collection_error_and_the_others_still_run(
 
 
 # -- the terminal summary ---------------------------------------------------------------------------------
+
+
+def test_the_terminal_summary_shows_latency(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    result = pytester.runpytest("--sandtable-k=2")
+    result.stdout.fnmatch_lines(["", "Agent turn latency: p50 * ms, p95 * ms over * turns"])
 
 
 def test_the_terminal_summary(domain: pytest.Pytester) -> None:

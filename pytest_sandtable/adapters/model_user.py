@@ -1,0 +1,152 @@
+"""Simulated users played by a model: ``claude:<model>`` and ``openai:<model>``.
+
+The user model gets the task's persona and hidden instructions, never the policy or
+the tools. It is told to speak as the customer only, to say it doesn't know rather
+than invent facts, and to end the conversation with an explicit signal on a line of
+its own, one per reason:
+
+- ``###GOAL_MET###``: what it called for is done;
+- ``###IMPOSSIBLE###``: the agent made clear it cannot be done;
+- ``###HANDED_OFF###``: it was transferred to a human.
+
+:func:`parse_reply` turns that into ``UserReply(text_without_the_signal, stop)``; a
+closing message with text still gets one last agent turn (the trial loop does that).
+
+Roles are flipped for the user model: in ``UserTurn.messages`` the role ``user`` is the
+simulated user itself and ``assistant`` the agent under test, so the agent's lines are
+sent as ``user`` and the simulated user's own earlier lines as ``assistant``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .._agent_api import UserError, UserReply, UserTurn
+from .._options import AdapterOptions
+
+SIGNALS = {"GOAL_MET": "goal_met", "IMPOSSIBLE": "impossible", "HANDED_OFF": "handed_off"}
+_SIGNAL_RE = re.compile(r"#{2,}\s*(GOAL[ _-]?MET|IMPOSSIBLE|HANDED[ _-]?OFF)\s*#{2,}", re.IGNORECASE)
+
+START = "[You are now connected to the agent. Write your first message to them.]"
+TRANSFERRED = ("[The agent has transferred your call to a human colleague. Write a short closing line, "
+               "then end with ###HANDED_OFF###.]")
+SILENT = "[The agent said nothing.]"
+
+
+def user_system_prompt(turn: UserTurn) -> str:
+    """The user model's instructions: persona, hidden goal, how to behave and stop."""
+    parts = [
+        "You are role-playing a customer who contacts a company's support agent. This is a rehearsal "
+        "that tests the agent; play the customer faithfully and never mention that it is a rehearsal.",
+        f"Who you are:\n{turn.persona.strip() or '(a customer)'}",
+        f"Your situation and goal (private: share details only when they are relevant or asked for):\n"
+        f"{turn.instructions.strip() or '(no further instructions)'}",
+        "How to behave:\n"
+        "- Write only your own next message as the customer: plain conversational text, no role labels, "
+        "no stage directions, never the agent's lines.\n"
+        "- Use only the facts given above. If the agent asks for something you were not given, say you "
+        "don't know or don't have it. Never invent names, numbers, dates, ids or other facts.\n"
+        "- Give information a piece at a time, as a real caller would, and stick to your goal.\n"
+        "- Do not accept something that does not meet your goal just to end the conversation.",
+        "How to end the conversation: when you are done, write your last message and put one of these "
+        "signals alone on its final line:\n"
+        "###GOAL_MET### - the agent did what you needed.\n"
+        "###IMPOSSIBLE### - the agent made clear that what you need cannot be done.\n"
+        "###HANDED_OFF### - the agent transferred you to a human colleague.\n"
+        "Do not use these signals otherwise.",
+    ]
+    return "\n\n".join(parts)
+
+
+def user_messages(turn: UserTurn) -> list[dict[str, str]]:
+    """The conversation as the user model sees it: roles flipped, a first line that
+    starts the call, consecutive lines of one side merged, the transfer announced."""
+    out: list[dict[str, str]] = [{"role": "user", "content": START}]
+    for m in turn.messages:
+        role = "assistant" if m["role"] == "user" else "user"
+        text = m["content"] if m["content"].strip() else (SILENT if role == "user" else "...")
+        if out[-1]["role"] == role:
+            out[-1] = {"role": role, "content": out[-1]["content"] + "\n\n" + text}
+        else:
+            out.append({"role": role, "content": text})
+    if turn.handed_off:
+        if out[-1]["role"] == "user":
+            out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + TRANSFERRED}
+        else:
+            out.append({"role": "user", "content": TRANSFERRED})
+    return out
+
+
+def parse_reply(text: str) -> UserReply:
+    """The user model's message: the stop signal (the last one given) and the text without it."""
+    stop = None
+    for m in _SIGNAL_RE.finditer(text):
+        stop = SIGNALS[re.sub(r"[ _-]", "_", m.group(1).upper())]
+    clean = _SIGNAL_RE.sub("", text)
+    clean = "\n".join(line.rstrip() for line in clean.strip().splitlines()).strip()
+    return UserReply(clean, stop)
+
+
+class _ModelUser:
+    def __init__(self, model: str, options: AdapterOptions) -> None:
+        self.model = model
+        self.options = options
+
+    def _finish(self, text: str, label: str) -> UserReply:
+        reply = parse_reply(text)
+        if not reply.text and reply.stop is None:
+            raise UserError(f"{label}: the model returned an empty message")
+        return reply
+
+
+class ClaudeUser(_ModelUser):
+    """A simulated user played by Claude (``claude:<model>``); key from ``$ANTHROPIC_API_KEY``.
+
+    The Messages API takes no seed, so runs with a Claude user vary with the model's sampling.
+    """
+
+    def __init__(
+        self, model: str, options: AdapterOptions, *, api_key: str | None = None, base_url: str | None = None
+    ) -> None:
+        from .claude import ClaudeMessages
+
+        super().__init__(model, options)
+        self.name = f"claude:{model}"
+        self._api = ClaudeMessages(model, options, role="user", error=UserError, api_key=api_key, base_url=base_url)
+
+    def __repr__(self) -> str:
+        return f"ClaudeUser(model={self.model!r})"
+
+    async def __call__(self, turn: UserTurn) -> UserReply:
+        msg = await self._api.create(turn.usage, system=user_system_prompt(turn), messages=user_messages(turn))
+        text = "".join(b.text for b in msg.content if b.type == "text")
+        if msg.stop_reason == "refusal" and not text.strip():
+            raise UserError(f"{self._api.label}: the model refused to play the user (stop_reason 'refusal')")
+        return self._finish(text, self._api.label)
+
+
+class OpenAIUser(_ModelUser):
+    """A simulated user played by a model behind an OpenAI-compatible endpoint
+    (``openai:<model>``): base URL from ``options.user_base_url``, else ``$OPENAI_BASE_URL``,
+    else the public API; key from ``$OPENAI_API_KEY``. The trial's seed is sent as ``seed``.
+    """
+
+    def __init__(self, model: str, options: AdapterOptions, *, api_key: str | None = None) -> None:
+        from .openai import OpenAIChat
+
+        super().__init__(model, options)
+        self.name = f"openai:{model}"
+        self._api = OpenAIChat(model, options, role="user", error=UserError,
+                               base_url=options.user_base_url, api_key=api_key)
+
+    def __repr__(self) -> str:
+        return f"OpenAIUser(model={self.model!r}, base_url={self._api.base_url!r})"
+
+    async def __call__(self, turn: UserTurn) -> UserReply:
+        from .openai import message_text
+
+        messages: list[dict[str, Any]] = [{"role": "system", "content": user_system_prompt(turn)}]
+        messages.extend(user_messages(turn))
+        choice = await self._api.complete(turn.usage, self._api.payload(messages, turn.trial.seed))
+        return self._finish(message_text(choice["message"]), self._api.label)

@@ -1,0 +1,411 @@
+"""Local fake servers for the adapter tests: no key, no internet.
+
+Each server listens on 127.0.0.1 on an ephemeral port (a ThreadingHTTPServer in a
+daemon thread), answers POSTs to its one path from a *script* given by the test, and
+records every request it got. They speak the real wire formats, so the real
+``anthropic`` SDK and ``httpx`` talk to them unchanged:
+
+- :class:`FakeAnthropic`: ``POST /v1/messages`` (content blocks ``text`` / ``tool_use``,
+  ``stop_reason``, ``usage`` with the cache fields, ``request-id`` headers, error bodies
+  ``{"type": "error", "error": {...}}``); point the SDK at ``server.base_url``.
+- :class:`FakeOpenAI`: ``POST /v1/chat/completions`` (``tool_calls`` with JSON-string
+  arguments, ``usage`` with ``prompt_tokens_details.cached_tokens``, error bodies
+  ``{"error": {...}}``); ``server.base_url`` ends in ``/v1``.
+- :class:`FakeStepService`: ``POST /step`` for the HTTP step agent.
+
+A script is a list of actions (or callables taking the :class:`Request` and returning
+one), used in order: :class:`Reply` (JSON), :class:`RawBody` (any bytes),
+:class:`Hang` (hold the request, then close without answering) and :class:`Drop`
+(close the connection without answering). Past the end of the script the server
+answers from its ``responder`` if it has one (a function of the request, for trials
+running at once), else 500 ``fake server: script exhausted``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import pytest_sandtable as st
+
+
+@dataclass
+class Request:
+    """A request the fake got."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float  # time.monotonic() when it arrived
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Reply:
+    """Answer with a JSON body."""
+
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RawBody:
+    """Answer with these bytes as they are."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+
+
+@dataclass
+class Hang:
+    """Hold the request for ``seconds`` (or until the server stops), then close without answering."""
+
+    seconds: float = 30.0
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering."""
+
+
+S = TypeVar("S", bound="FakeServer")
+Action = Reply | RawBody | Hang | Drop
+Step = Action | Callable[[Request], Action]
+
+
+class FakeServer:
+    """A scripted HTTP server on 127.0.0.1; use as a context manager."""
+
+    path = "/"
+
+    def __init__(self, script: Iterable[Step] = (), responder: Callable[[Request], Action] | None = None) -> None:
+        self.script: list[Step] = list(script)
+        self.responder = responder  # answers once the script is used up (for trials in flight at once)
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ids = itertools.count(1)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-server", daemon=True)
+
+    # -- life ------------------------------------------------------------------------
+
+    def __enter__(self: S) -> S:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def host(self) -> str:
+        """``127.0.0.1:<port>``, as the adapters name the endpoint in messages."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}"
+
+    def push(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        with self._lock:
+            self.script.extend(steps)
+
+    @property
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the requests, in order."""
+        return [r.json for r in self.requests]
+
+    def gaps(self) -> list[float]:
+        """Seconds between consecutive requests."""
+        return [b.at - a.at for a, b in itertools.pairwise(self.requests)]
+
+    # -- answers -----------------------------------------------------------------------
+
+    def error_body(self, status: int, message: str) -> Reply:
+        return Reply({"error": message}, status)
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def _next(self, req: Request) -> Action:
+        with self._lock:
+            self.requests.append(req)
+            step = self.script.pop(0) if self.script else None
+        if step is None:
+            if self.responder is not None:
+                return self.responder(req)
+            return self.error_body(500, "fake server: script exhausted")
+        return step(req) if callable(step) else step
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                req = Request("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body,
+                              time.monotonic())
+                if self.path.split("?")[0] != fake.path:
+                    self._send(fake.error_body(404, f"fake server: no route {self.path}"))
+                    return
+                self._send(fake._next(req))
+
+            do_GET = do_POST
+
+            def _send(self, action: Action) -> None:
+                if isinstance(action, Drop):
+                    self.close_connection = True
+                    return
+                if isinstance(action, Hang):
+                    fake._stop.wait(action.seconds)
+                    self.close_connection = True
+                    return
+                if isinstance(action, RawBody):
+                    data, status, ctype, headers = action.body, action.status, action.content_type, {}
+                else:
+                    data = json.dumps(action.body).encode()
+                    status, ctype, headers = action.status, "application/json", action.headers
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", ctype)
+                    self.send_header("content-length", str(len(data)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
+
+
+# -- Anthropic Messages -----------------------------------------------------------------
+
+
+class FakeAnthropic(FakeServer):
+    """``POST /v1/messages`` in the Anthropic wire format."""
+
+    path = "/v1/messages"
+
+    def error_body(self, status: int, message: str) -> Reply:
+        etype = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                 429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+        return claude_error(status, etype, message)
+
+
+def claude_usage(input_tokens: int = 10, output_tokens: int = 5, cache_read: int = 0,
+                 cache_write: int = 0) -> dict[str, int]:
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read}
+
+
+_msg_ids = itertools.count(1)
+
+
+def claude_message(content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int] | None = None,
+                   model: str = "claude-test") -> Reply:
+    n = next(_msg_ids)
+    body = {"id": f"msg_fake{n:04d}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
+            "usage": usage or claude_usage()}
+    return Reply(body, 200, {"request-id": f"req_fake{n:04d}"})
+
+
+def claude_text(text: str, usage: dict[str, int] | None = None, stop_reason: str = "end_turn") -> Reply:
+    """A message with one text block."""
+    return claude_message([{"type": "text", "text": text}] if text else [], stop_reason, usage)
+
+
+def claude_tools(*calls: tuple[str, str, dict[str, Any]], text: str = "",
+                 usage: dict[str, int] | None = None, stop_reason: str = "tool_use") -> Reply:
+    """A message asking for tool calls ``(id, name, input)``, with optional text first."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
+    return claude_message(blocks, stop_reason, usage)
+
+
+def claude_error(status: int, etype: str, message: str, headers: dict[str, str] | None = None) -> Reply:
+    """An error in the Anthropic format, with a request id."""
+    return Reply({"type": "error", "error": {"type": etype, "message": message}, "request_id": "req_err001"},
+                 status, {"request-id": "req_err001", **(headers or {})})
+
+
+# -- OpenAI chat completions ------------------------------------------------------------
+
+
+class FakeOpenAI(FakeServer):
+    """``POST /v1/chat/completions`` in the OpenAI wire format; ``base_url`` ends in ``/v1``."""
+
+    path = "/v1/chat/completions"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}/v1"
+
+    def error_body(self, status: int, message: str) -> Reply:
+        return openai_error(status, message)
+
+
+def openai_usage(prompt: int = 20, completion: int = 8, cached: int = 0) -> dict[str, Any]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def openai_message(message: dict[str, Any], finish_reason: str, usage: dict[str, Any] | None = None,
+                   model: str = "gpt-test") -> Reply:
+    n = next(_msg_ids)
+    body = {"id": f"chatcmpl-fake{n:04d}", "object": "chat.completion", "created": 1_790_000_000, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": usage or openai_usage()}
+    return Reply(body, 200, {"x-request-id": f"req_fake{n:04d}"})
+
+
+def openai_text(text: str, usage: dict[str, Any] | None = None, finish_reason: str = "stop") -> Reply:
+    return openai_message({"role": "assistant", "content": text}, finish_reason, usage)
+
+
+def openai_tools(*calls: tuple[str, str, str | dict[str, Any]], text: str | None = None,
+                 usage: dict[str, Any] | None = None, finish_reason: str = "tool_calls") -> Reply:
+    """A message asking for tool calls ``(id, name, arguments)``; a dict is sent as JSON text,
+    a string as it is (so a test can send malformed arguments)."""
+    tool_calls = [{"id": i, "type": "function",
+                   "function": {"name": n, "arguments": a if isinstance(a, str) else json.dumps(a)}}
+                  for i, n, a in calls]
+    return openai_message({"role": "assistant", "content": text, "tool_calls": tool_calls}, finish_reason, usage)
+
+
+def openai_error(status: int, message: str, etype: str = "server_error",
+                 headers: dict[str, str] | None = None) -> Reply:
+    return Reply({"error": {"message": message, "type": etype, "param": None, "code": None}}, status,
+                 dict(headers or {}))
+
+
+# -- the HTTP step protocol ---------------------------------------------------------------
+
+
+class FakeStepService(FakeServer):
+    """``POST /step``; answers as scripted (see docs/http-protocol.md)."""
+
+    path = "/step"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}/step"
+
+
+def step_calls(*calls: tuple[str, str, Any], **extra: Any) -> Reply:
+    return Reply({"protocol": "sandtable-step/1",
+                  "tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in calls], **extra})
+
+
+def step_reply(text: str, **extra: Any) -> Reply:
+    return Reply({"protocol": "sandtable-step/1", "reply": text, **extra})
+
+
+# -- a small domain -----------------------------------------------------------------------
+
+SHOP = """\
+version: 1
+name: shop
+description: Order desk of Juniper Lane Books, a fictional bookshop.
+policy: |
+  Look up an order before refunding it. Refund at most the order total.
+world:
+  orders:
+    key: order_id
+    rows:
+      - { order_id: O-1001, customer: Ada Quill, total: 42.5, status: delivered }
+  refunds:
+    key: refund_id
+    key_format: "R-{n}"
+    fields: [order_id, amount]
+tools:
+  - name: get_order
+    description: Look up an order by id.
+    params:
+      order_id: { type: string, description: The order id. }
+    ops:
+      - get: { table: orders, key: $order_id }
+  - name: refund_order
+    description: Refund an order.
+    params:
+      order_id: { type: string }
+      amount: { type: number }
+    checks:
+      - { require: { table: orders, key: $order_id }, error: 404, message: "no order {order_id}" }
+    ops:
+      - create: { table: refunds, row: { order_id: $order_id, amount: $amount } }
+      - update: { table: orders, key: $order_id, set: { status: refunded } }
+  - name: transfer_to_human
+    description: Hand the customer over to a person.
+    params:
+      reason: { type: string }
+    handoff: true
+    ops:
+      - respond: { transferred: true }
+invariants:
+  - { id: lookup-before-refund, kind: before, first: get_order, then: refund_order, same: [order_id] }
+tasks:
+  - id: refund-delivered
+    user:
+      persona: Ada Quill, a regular customer.
+      instructions: You want a refund of 42.50 for order O-1001.
+    expect:
+      state:
+        - { table: refunds, where: { order_id: O-1001, amount: 42.5 }, count: 1 }
+      called: [get_order]
+  - id: opening-fixed
+    max_turns: 3
+    user:
+      persona: Ada Quill, a regular customer.
+      instructions: You want to know the status of order O-1001.
+      opening: "Hi, where is my order O-1001?"
+      script: ["Thanks, that's all."]
+    expect:
+      called: [get_order]
+"""
+
+
+def shop_domain(folder: Path, text: str = SHOP) -> st.Domain:
+    """Write the shop domain to ``folder`` and load it."""
+    from pytest_sandtable import load_domain
+
+    path = folder / "shop.sandtable.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_domain(path)
+
+
+def runtime_details(result: Any) -> list[str]:
+    """The details of a trial's failed ``runtime`` checks."""
+    return [c.detail for c in result.checks if c.kind == "runtime" and not c.passed]
+
+
+def roles(messages: Sequence[dict[str, Any]]) -> list[str]:
+    return [m["role"] for m in messages]
