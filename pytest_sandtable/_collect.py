@@ -12,7 +12,6 @@ from ._model import Domain, Task
 from ._results import ERRORED, FAILED, TrialResult
 from .plugin import run_state
 
-
 # tags become markers; these already mean something to pytest
 RESERVED_MARKERS = frozenset(
     {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "tryfirst", "trylast", "sandtable"}

@@ -60,7 +60,10 @@ def _domain_parts(domain: Domain) -> tuple[list[ToolSpec], DisclosureScanner]:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # an object whose class defines `async def __call__`
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))
 
 
 async def _invoke(fn: Any, arg: Any, timeout: float | None, inline: bool) -> Any:
