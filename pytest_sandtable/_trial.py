@@ -63,7 +63,7 @@ def _is_async(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
     # an object whose class defines `async def __call__`
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))  # noqa: B004
 
 
 async def _invoke(fn: Any, arg: Any, timeout: float | None, inline: bool) -> Any:
