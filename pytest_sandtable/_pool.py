@@ -10,14 +10,17 @@ come from the same session-scoped fixtures, whose values are already known.
 Under pytest-xdist, "the items this process will run next" is the worker's own
 queue, so `-n W` gives W x N trials in flight.
 
-Output: while trials overlap, what an agent prints or logs is routed by a
+Output: while trials overlap, what an agent prints (print(), and writes to
+sys.stdout/sys.stderr while pytest waits for a trial) or logs is routed by a
 context variable to its own trial and shown in that item's report, not in
-whichever item happens to be running.
+whichever item happens to be running. (Log records also still reach pytest's
+own log capture of the item running at that moment.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import concurrent.futures
 import contextvars
 import io
@@ -69,6 +72,21 @@ class _LogRouter(logging.Handler):
             buffers["log"].write(self.format(record) + "\n")
 
 
+_print = builtins.print
+
+
+def _routed_print(*args: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None,
+                  flush: bool = False) -> None:
+    """print(), but a trial's output goes to its own buffer whatever sys.stdout is now
+    (pytest swaps sys.stdout between phases, so a stream wrapper alone would miss some)."""
+    buffers = _TRIAL_OUTPUT.get()
+    if buffers is not None and (file is None or file is sys.stdout or file is sys.stderr):
+        which = "stderr" if file is sys.stderr else "stdout"
+        _print(*args, sep=sep, end=end, file=buffers[which])
+        return
+    _print(*args, sep=sep, end=end, file=file, flush=flush)
+
+
 class TrialPool:
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -79,6 +97,7 @@ class TrialPool:
         self._thread.start()
         self._log = _LogRouter()
         logging.getLogger().addHandler(self._log)
+        builtins.print = _routed_print
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -119,6 +138,8 @@ class TrialPool:
             fut.cancel()
         self._futures.clear()
         logging.getLogger().removeHandler(self._log)
+        if builtins.print is _routed_print:
+            builtins.print = _print
 
         async def _drain() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
