@@ -20,7 +20,7 @@ from ._conditions import (
     row_matches,
 )
 from ._model import Domain, Invariant
-from ._world import World, _index_key
+from ._world import FieldValues, SeedTable, World, _index_key
 
 
 def _ref_value(ref: Any, args: Mapping[str, Any], world: World) -> tuple[bool, Any, str]:
@@ -148,12 +148,31 @@ def numbers_in(text: str) -> dict[float, str]:
     return out
 
 
+class _TextIndex:
+    """A field's non-blank seed text values by their first word (lower case), each with
+    its place in the seed's order; those without a word apart."""
+
+    def __init__(self, st: SeedTable, field: str) -> None:
+        self.table = st
+        self.by_word: dict[str, list[tuple[int, str]]] = {}
+        self.wordless: list[tuple[int, str]] = []
+        for i, ik in enumerate(st.value_counts(field)):
+            if ik[0] != "s" or not ik[1].strip():
+                continue
+            m = _WORD.search(ik[1])
+            if m is None:
+                self.wordless.append((i, ik[1]))
+            else:
+                self.by_word.setdefault(m.group(0).lower(), []).append((i, ik[1]))
+
+
 class DisclosureScanner:
     """Finds protected values in an agent message, in the forms a person would write them."""
 
     def __init__(self, domain: Domain) -> None:
         self.rules = [i for i in domain.invariants if i.kind == "never_disclose"]
         self._patterns: dict[str, re.Pattern[str]] = {}
+        self._indexes: dict[tuple[str, str], _TextIndex] = {}
 
     def _text_pattern(self, value: str) -> re.Pattern[str]:
         p = self._patterns.get(value)
@@ -196,15 +215,11 @@ class DisclosureScanner:
         self, inv: Invariant, text: str, nums: dict[float, str], words: set[str], world: World
     ) -> str | None:
         vals = inv.spec["values"]
-        table_vals = isinstance(vals, dict)
-        protected = None if not table_vals or vals.get("where") else world.field_values(vals["table"], vals["field"])
-        # fast path for numbers: look the text's numbers up in the protected set
+        if isinstance(vals, dict) and not vals.get("where"):
+            return self._scan_field(inv, vals["table"], vals["field"], text, nums, words, world)
         for n, written in nums.items():
             ik = ("n", n)
-            if protected is not None:
-                if ik in protected:
-                    return self._detail(inv, n, written, world)
-            elif any(v == ik for v, _ in self._values(inv, world)):
+            if any(v == ik for v, _ in self._values(inv, world)):
                 return self._detail(inv, n, written, world)
         for ik, _ in self._values(inv, world):
             if ik is None or ik[0] != "s":
@@ -219,6 +234,53 @@ class DisclosureScanner:
             if m:
                 return self._detail(inv, value, m.group(0), world)
         return None
+
+    def _scan_field(
+        self,
+        inv: Invariant,
+        table: str,
+        field: str,
+        text: str,
+        nums: dict[float, str],
+        words: set[str],
+        world: World,
+    ) -> str | None:
+        """A whole field's values: what the text holds is looked up in them (the same
+        outcome as trying every value in field_values() order, at the cost of the
+        text and of this trial's changes, not of the table's size)."""
+        now = world.field_view(table, field)
+        for n, written in nums.items():
+            if ("n", n) in now:
+                return self._detail(inv, n, written, world)
+        for value in self._candidates(now, table, field, words, world):
+            m = self._text_pattern(value).search(text)
+            if m:
+                return self._detail(inv, value, m.group(0), world)
+        return None
+
+    def _candidates(self, now: FieldValues, table: str, field: str, words: set[str], world: World) -> list[str]:
+        """The field's non-blank text values whose first word the text has (or that
+        have none), in field_values() order: the seed's first, then those added."""
+        st = world.seed.tables[table]
+        idx = self._indexes.get((table, field))
+        if idx is None or idx.table is not st:
+            idx = self._indexes[(table, field)] = _TextIndex(st, field)
+        found: list[tuple[int, int, str]] = []
+        for w in words:
+            for i, value in idx.by_word.get(w, ()):
+                if now.in_seed_order(("s", value)):
+                    found.append((0, i, value))
+        for i, value in idx.wordless:
+            if now.in_seed_order(("s", value)):
+                found.append((0, i, value))
+        for j, ik in enumerate(now.tail()):
+            if ik[0] != "s" or not ik[1].strip():
+                continue
+            m = _WORD.search(ik[1])
+            if m is None or m.group(0).lower() in words:
+                found.append((1, j, ik[1]))
+        found.sort(key=lambda f: (f[0], f[1]))
+        return [value for _, _, value in found]
 
     def _detail(self, inv: Invariant, value: Any, written: str, world: World) -> str:
         vals = inv.spec["values"]

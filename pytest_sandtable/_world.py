@@ -33,8 +33,14 @@ def norm_key(v: Any) -> Any:
     return v
 
 
+# a text starting with one of these is no number (as_number needs a space, sign, dot or digit first)
+_NOT_NUMBER_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_#$%&@!?*/\\|~^<>()[]{}:;,'\"")
+
+
 def _index_key(v: Any) -> Any:
     """A hashable form of a field value under the spec's equality (numeric for numbers)."""
+    if type(v) is str and v and v[0] in _NOT_NUMBER_START:  # most texts, without the number test
+        return ("s", v)
     if isinstance(v, bool):
         return ("b", v)
     n = as_number(v)
@@ -104,6 +110,51 @@ def seed_for(domain: Domain) -> Seed:
 
 
 Savepoint = tuple[dict[str, dict[Any, dict[str, Any]]], dict[str, list[Any]]]
+
+
+class FieldValues:
+    """The values a field holds right now, as :meth:`World.field_values` gives them,
+    without copying the seed's counts: built from this trial's changes alone, so it
+    costs what the trial changed, not the table's size.
+
+    Iterating ``field_values`` gives the seed's values in seed order (less those the
+    changes took away), then the values the changes added, in the order added (a
+    seed value taken away and added back moves there too); :meth:`tail` are those.
+    """
+
+    def __init__(self, st: SeedTable, field: str, changed: Mapping[Any, Mapping[str, Any]]) -> None:
+        self.seed = st.value_counts(field)
+        self._now: dict[Any, int] = {}  # counts of the values the changes touched
+        self._tail: dict[Any, None] = {}  # values added after the seed's, in order
+        seed, now, tail = self.seed, self._now, self._tail
+        # what field_values() does to its copy of the seed's Counter, step by step
+        for k, row in changed.items():
+            old = st.rows.get(k)
+            if old is not None and field in old:
+                ik = _index_key(old[field])
+                n = (now[ik] if ik in now else seed.get(ik, 0)) - 1
+                now[ik] = max(n, 0)
+                if n <= 0:
+                    tail.pop(ik, None)
+            if field in row:
+                ik = _index_key(row[field])
+                if ik is not None:
+                    n = now[ik] if ik in now else seed.get(ik, 0)
+                    now[ik] = n + 1
+                    if n <= 0:  # not there: added at the end
+                        tail[ik] = None
+
+    def __contains__(self, ik: Any) -> bool:
+        n = self._now.get(ik)
+        return n > 0 if n is not None else ik in self.seed
+
+    def in_seed_order(self, ik: Any) -> bool:
+        """Is this seed value still there, in its seed place?"""
+        return ik in self and ik not in self._tail and ik in self.seed
+
+    def tail(self) -> list[Any]:
+        """The values added after the seed's, in order."""
+        return list(self._tail)
 
 
 class NotFound(Exception):
@@ -201,6 +252,11 @@ class World:
                 if ik is not None:
                     counts[ik] += 1
         return counts
+
+    def field_view(self, table: str, field: str) -> FieldValues:
+        """The values a field holds right now (what :meth:`field_values` counts), at the
+        cost of this trial's changes to the table, not of its size."""
+        return FieldValues(self.seed.tables[table], field, self._changed[table])
 
     def keys_with_value(self, table: str, field: str, value: Any) -> list[Any]:
         """Keys of rows whose field equals a value (for naming the record in a detail)."""

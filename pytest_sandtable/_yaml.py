@@ -9,19 +9,38 @@ and times stay strings, ``010`` is the integer 10 and ``10:30`` is a string.
 Every value is recorded by its path, e.g. ``("tools", 2, "params", "rate")``,
 with the 1-based line and column of the value and of its key, so that the
 loader can point at the exact place of a mistake.
+
+Files take a fast path when they can: libyaml's parser (when PyYAML has it) and
+data built straight from its events, with the same resolvers and constructors.
+It takes only the plain case (one mapping document; no anchors, aliases, merges,
+tags, directives, tabs or byte order marks; string keys, none twice; nesting at
+most 64 deep; nothing that libyaml and PyYAML read differently) and hands
+anything else, or any error, to the pure-Python path, which alone words the
+problems a user sees. Positions inside a list item that is a mapping or a list
+(a seed row, a tool, a task) are found when first asked for, by reading that
+item's text with the pure-Python path, so a 100,000-row table costs no position
+records until a problem needs one. Both paths give the same data and positions
+(tests/test_yaml_fast.py compares them).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from yaml.constructor import SafeConstructor
 
 from ._errors import DomainError, PathTuple, Problem, format_path
 from ._model import Pos
+
+_CParser: Any
+try:
+    from yaml._yaml import CParser as _CParser
+except ImportError:  # PyYAML built without libyaml: the pure-Python path only
+    _CParser = None
 
 __all__ = ["Document", "load_yaml"]
 
@@ -38,16 +57,23 @@ class _Loader(yaml.SafeLoader):
     yaml_implicit_resolvers = {}  # noqa: RUF012 - only the resolvers added below
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    text = str(loader.construct_scalar(node))
+def _int_1_2(text: str) -> int:
+    """An integer in YAML 1.2 core notation (raises ValueError for any other)."""
+    if text.isdigit():  # the common case, as below without a sign or prefix
+        return int(text)
     body = text.lstrip("+-")
     sign = -1 if text.startswith("-") else 1
+    if body.startswith("0o"):
+        return sign * int(body[2:], 8)
+    if body.startswith("0x"):
+        return sign * int(body[2:], 16)
+    return sign * int(body, 10)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
     try:
-        if body.startswith("0o"):
-            return sign * int(body[2:], 8)
-        if body.startswith("0x"):
-            return sign * int(body[2:], 16)
-        return sign * int(body, 10)
+        return _int_1_2(text)
     except ValueError:
         # an explicit !!int in another notation (0b101, 1_000): YAML 1.1 rules
         return int(yaml.SafeLoader.construct_yaml_int(loader, node))
@@ -74,6 +100,13 @@ _Loader.add_implicit_resolver(_MERGE_TAG, re.compile(r"^(?:<<)$"), ["<"])
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
+# A list item whose inner positions are recorded when first asked for: the start
+# and end of its text (character offsets), its 0-based line and column, its number
+# in the order the position walk visits values (for the node budget), and whether
+# it is in a `[ ]` list.
+_Span = tuple[int, int, int, int, int, bool]
+
+
 @dataclass
 class Document:
     """A parsed YAML file: its data and where each value and key is."""
@@ -84,10 +117,15 @@ class Document:
     key_positions: dict[PathTuple, Pos] = field(default_factory=dict)
     # mistakes that do not stop the loader from checking the rest (duplicate keys)
     problems: list[Problem] = field(default_factory=list)
+    # the file's text and its lazily positioned items (fast path only)
+    text: str = field(default="", repr=False)
+    lazy: dict[PathTuple, _Span] = field(default_factory=dict, repr=False)
 
     def pos(self, path: Sequence[str | int]) -> Pos | None:
         """Where the value at ``path`` is, or its nearest recorded ancestor."""
         p = tuple(path)
+        if self.lazy:
+            self._expand(p)
         while True:
             found = self.positions.get(p)
             if found is not None or not p:
@@ -96,7 +134,10 @@ class Document:
 
     def key_pos(self, path: Sequence[str | int]) -> Pos | None:
         """Where the key of the value at ``path`` is (falls back to :meth:`pos`)."""
-        return self.key_positions.get(tuple(path)) or self.pos(path)
+        p = tuple(path)
+        if self.lazy:
+            self._expand(p)
+        return self.key_positions.get(p) or self.pos(p)
 
     def problem(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> Problem:
         """A :class:`Problem` at ``path`` (at its key when ``at_key``)."""
@@ -108,6 +149,53 @@ class Document:
             format_path(path),
             message,
         )
+
+    def _expand(self, path: PathTuple) -> None:
+        """Record the positions inside the lazily positioned item on the way to ``path``
+        (an item's own position is always recorded)."""
+        for i in range(1, len(path)):
+            span = self.lazy.pop(path[:i], None)
+            if span is not None:
+                self._read_item(path[:i], span)
+                return
+
+    def _read_item(self, at: PathTuple, span: _Span) -> None:
+        # The item's text, padded to its column so that every column stays what it
+        # is in the file, read by the pure-Python path as the whole file would be;
+        # an item of a `[ ]` list inside one too (`[?x]` is a mapping there).
+        start, end, line, col, index, in_flow = span
+        text = self.text
+        if in_flow:
+            # up to the `,` or `]` after the item, where PyYAML puts a value left
+            # empty at its end (`[?x]`), read as that `]`
+            while end < len(text) and text[end] not in ",]":
+                end = text.find("\n", end) if text[end] == "#" else end + 1
+                if end < 0:
+                    end = len(text)
+            body, line, index = f"[\n{' ' * col}{text[start:end]}]", line - 1, index - 1
+        else:
+            body = " " * col + text[start:end]
+        loader = _Loader(body)
+        try:
+            node = loader.get_single_node()
+            if node is None:  # pragma: no cover - the fast path read a mapping or list here
+                return
+            data = loader.construct_document(node)
+            sub = Document(data=data, filename=self.filename)
+            walker = _Walker(loader, sub)
+            walker.budget = _NODE_BUDGET - index
+            walker.walk(node, data, ())
+        except (yaml.YAMLError, RecursionError):  # pragma: no cover - as above
+            return
+        finally:
+            loader.dispose()
+        skip = 2 if in_flow else 1  # the item itself, and the `[ ]` around it
+        for p, pos in sub.positions.items():
+            if len(p) >= skip:
+                self.positions[at + p[skip - 1 :]] = Pos(pos.line + line, pos.col)
+        for p, pos in sub.key_positions.items():
+            if len(p) >= skip:
+                self.key_positions[at + p[skip - 1 :]] = Pos(pos.line + line, pos.col)
 
 
 def _pos(mark: yaml.Mark) -> Pos:
@@ -271,6 +359,205 @@ def _article(value: Any) -> str:
         return "a number"
     return f"a {_type_name(value)}"
 
+# --------------------------------------------------------------------------- fast path
+
+
+class _GiveUp(Exception):
+    """The fast path does not handle this file; the pure-Python path will."""
+
+
+# deeper files go the pure-Python way, which words "nested too deeply"
+_FAST_MAX_DEPTH = 64
+
+_CONSTRUCTOR = SafeConstructor()
+
+# a `|` or `>` header as PyYAML reads it; libyaml also takes e.g. `>#comment`
+_BLOCK_HEADER = re.compile(r"[|>](?:[+-][1-9]?|[1-9][+-]?)?(?:[ \r\n\x85\u2028\u2029]|\Z)")
+
+
+def _plain_bool(value: str) -> Any:
+    return SafeConstructor.bool_values[value.lower()]
+
+
+def _plain_float(value: str) -> Any:
+    return _CONSTRUCTOR.construct_yaml_float(yaml.ScalarNode("tag:yaml.org,2002:float", value))
+
+
+def _plain_null(value: str) -> None:
+    return None
+
+
+# what _Loader constructs from a plain scalar its resolvers give each tag
+_MAKERS: dict[str, Callable[[str], Any]] = {
+    "tag:yaml.org,2002:bool": _plain_bool,
+    "tag:yaml.org,2002:int": _int_1_2,  # its resolver matches YAML 1.2 notation only
+    "tag:yaml.org,2002:float": _plain_float,
+    "tag:yaml.org,2002:null": _plain_null,
+}
+
+# _Loader's own resolvers by first character (it has no wildcard ones), in order,
+# each with what it makes; None (the `<<` merge key) is for the pure-Python path
+_RULES: dict[str, tuple[tuple[re.Pattern[str], Callable[[str], Any] | None], ...]] = {
+    first: tuple((regexp, _MAKERS.get(tag)) for tag, regexp in resolvers)
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+
+
+def _plain(value: str) -> Any:
+    """A plain scalar as _Loader resolves (BaseResolver.resolve) and constructs it."""
+    for regexp, make in _RULES.get(value[:1], ()):
+        if regexp.match(value):
+            if make is None:
+                raise _GiveUp
+            return make(value)
+    return value
+
+
+class _Frame:
+    """A mapping or list being read."""
+
+    __slots__ = ("data", "flow", "is_map", "item", "path", "recorded", "span")
+
+    def __init__(self, data: Any, path: PathTuple | None, recorded: bool, flow: bool = False) -> None:
+        self.data = data
+        self.is_map = isinstance(data, dict)
+        self.flow = flow  # a `{ }` or `[ ]`
+        self.path = path  # None inside a lazily positioned item
+        self.recorded = recorded  # within the node budget
+        self.item: PathTuple = ()  # a lazily positioned item's path
+        # its start, line, column, number, and whether it is in a `[ ]`
+        self.span: tuple[int, int, int, int, bool] | None = None
+
+
+def _fast_load(text: str, filename: str) -> Document | None:
+    """The document read by libyaml, or None when the pure-Python path must read it."""
+    if _CParser is None or "\t" in text or "\ufeff" in text:
+        # libyaml takes a tab for a space where PyYAML says "indent with spaces",
+        # and counts a byte order mark as a column where PyYAML does not
+        return None
+    parser = _CParser(text)
+    try:
+        return _fast_read(parser, text, filename)
+    except Exception:  # _GiveUp, a YAML error, anything: the pure-Python path decides
+        return None
+    finally:
+        parser.dispose()
+
+
+def _fast_read(parser: Any, text: str, filename: str) -> Document:
+    """Build the data from libyaml's events, recording the positions the pure-Python
+    walk records, in the same order (which the node budget counts)."""
+    get = parser.get_event
+    ev: Any
+    scalar = yaml.ScalarEvent
+    mapping_start, mapping_end = yaml.MappingStartEvent, yaml.MappingEndEvent
+    sequence_start, sequence_end = yaml.SequenceStartEvent, yaml.SequenceEndEvent
+    rules = _RULES
+    end = len(text)
+    if type(get()) is not yaml.StreamStartEvent:
+        raise _GiveUp
+    ev = get()
+    if type(ev) is not yaml.DocumentStartEvent or ev.version is not None or ev.tags:
+        raise _GiveUp
+    ev = get()
+    if type(ev) is not mapping_start or ev.anchor is not None or ev.tag is not None:
+        raise _GiveUp
+    doc = Document(data={}, filename=filename, text=text)
+    positions, key_positions, lazy = doc.positions, doc.key_positions, doc.lazy
+    budget = _NODE_BUDGET
+    mark: Any = ev.start_mark
+    positions[()] = Pos(mark.line + 1, mark.column + 1)
+    n = 1  # values seen, in the order the position walk visits them
+    stack = [_Frame(doc.data, (), True)]
+    while stack:
+        top = stack[-1]
+        ev = get()
+        t = type(ev)
+        path: PathTuple | None
+        if top.is_map:
+            if t is mapping_end:
+                stack.pop()
+                if top.span is not None:
+                    start, line, col, number, in_flow = top.span
+                    lazy[top.item] = (start, ev.end_mark.index, line, col, number, in_flow)
+                continue
+            # a key, then its value
+            if t is not scalar or ev.anchor is not None or ev.tag is not None:
+                raise _GiveUp
+            name: str = ev.value
+            if ev.style in ("|", ">") or (top.flow and ev.implicit[0] and "?" in name):
+                raise _GiveUp
+            if ev.implicit[0] and (not name or name[0] in rules) and _plain(name) is not name:
+                raise _GiveUp  # a key that is not a string
+            if name in top.data:
+                raise _GiveUp  # a duplicate key
+            key: str | int = name
+            path = top.path
+            if path is not None:
+                path = (*path, key)
+                if top.recorded:
+                    mark = ev.start_mark
+                    key_positions[path] = Pos(mark.line + 1, mark.column + 1)
+            ev = get()
+            t = type(ev)
+        else:
+            if t is sequence_end:
+                stack.pop()
+                if top.span is not None:
+                    start, line, col, number, in_flow = top.span
+                    lazy[top.item] = (start, ev.end_mark.index, line, col, number, in_flow)
+                continue
+            key = len(top.data)
+            path = None if top.path is None else (*top.path, key)
+        number = n
+        n += 1
+        value: Any
+        if t is scalar:
+            if ev.anchor is not None or ev.tag is not None:
+                raise _GiveUp
+            value = ev.value
+            if ev.style in ("|", ">") and not _BLOCK_HEADER.match(text, ev.start_mark.index):
+                raise _GiveUp
+            if top.flow and ev.implicit[0] and "?" in value:
+                raise _GiveUp  # PyYAML ends a plain scalar at `?` inside `{ }` and `[ ]`
+            if ev.implicit[0] and (not value or value[0] in rules):
+                if not value and path is not None and ((top.flow and top.is_map) or ev.start_mark.index == end):
+                    # libyaml puts an empty value elsewhere than PyYAML in `{ a: }`
+                    # (at the next token, not after the colon) and at the very end of
+                    # a file without a last newline (on a line of its own)
+                    raise _GiveUp
+                value = _plain(value)
+            if path is not None and number < budget:
+                mark = ev.start_mark
+                positions[path] = Pos(mark.line + 1, mark.column + 1)
+        elif t is mapping_start or t is sequence_start:
+            if ev.anchor is not None or ev.tag is not None or len(stack) >= _FAST_MAX_DEPTH:
+                raise _GiveUp
+            value = {} if t is mapping_start else []
+            recorded = number < budget
+            frame = _Frame(value, path, recorded, bool(ev.flow_style))
+            if path is not None:
+                mark = ev.start_mark
+                if recorded:
+                    positions[path] = Pos(mark.line + 1, mark.column + 1)
+                if not top.is_map:
+                    # an item of a list (a seed row, a tool, a task): what is inside
+                    # it is positioned when a problem asks
+                    frame.path = None
+                    if recorded:
+                        frame.item = path
+                        frame.span = (mark.index, mark.line, mark.column, number, top.flow)
+            stack.append(frame)
+        else:  # an alias
+            raise _GiveUp
+        if top.is_map:
+            top.data[key] = value
+        else:
+            top.data.append(value)
+    if type(get()) is not yaml.DocumentEndEvent or type(get()) is not yaml.StreamEndEvent:
+        raise _GiveUp  # more than one document
+    return doc
+
 
 def load_yaml(text: str, filename: str) -> Document:
     """Parse ``text`` (the contents of ``filename``) into a :class:`Document`.
@@ -279,6 +566,14 @@ def load_yaml(text: str, filename: str) -> Document:
     values JSON cannot (non-string keys, binary, sets). Duplicate keys are
     returned in ``Document.problems`` so that the rest can still be checked.
     """
+    fast = _fast_load(text, filename)
+    if fast is not None:
+        return fast
+    return _slow_load(text, filename)
+
+
+def _slow_load(text: str, filename: str) -> Document:
+    """The pure-Python path: any YAML file, and the words for every problem."""
     loader = _Loader(text)
     try:
         try:
