@@ -80,11 +80,18 @@ def template(message: str, args: Mapping[str, Any]) -> str:
 
 def as_number(v: Any) -> float | None:
     """The numeric value of an int, float or numeric string; None otherwise."""
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
+    t = type(v)
+    if t is int or t is float:
         return float(v)
-    if isinstance(v, str) and _NUMBER.match(v):
+    if t is str:
+        # cheap pre-check: most text values (ids, names) start with a letter
+        if not v or v[0] not in _NUMBER_START:
+            return None
+    elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return None
+    elif not isinstance(v, str):
+        return float(v)
+    if _NUMBER.match(v):
         try:
             return float(v)
         except ValueError:  # pragma: no cover - the regex admits only floats
@@ -92,7 +99,13 @@ def as_number(v: Any) -> float | None:
     return None
 
 
+_NUMBER_START = frozenset("0123456789+-. \t\n\r\f\v")
+
+
 def equal(a: Any, b: Any) -> bool:
+    ta = type(a)
+    if ta is type(b) and (ta is str or ta is int) and a == b:
+        return True  # the common case, settled without parsing numbers
     if isinstance(a, bool) or isinstance(b, bool):
         # JSON semantics: true is not 1 (and the hash indexes of `_world` agree)
         return isinstance(a, bool) and isinstance(b, bool) and a == b

@@ -6,7 +6,7 @@ travels unchanged inside pytest-xdist reports and into results.json.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 PASSED = "passed"
@@ -69,12 +69,19 @@ class TrialResult:
         return [c for c in self.checks if not c.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-compatible dict. Shallow: it shares the (finished) trial's lists and
+        dicts, so copy before mutating it."""
+        d = {f: getattr(self, f) for f in _FIELDS}
+        d["checks"] = [dict(c.__dict__) for c in self.checks]
+        d["violations"] = [dict(v.__dict__) for v in self.violations]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrialResult:
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        kw = {k: v for k, v in d.items() if k in _FIELDS}
         kw["checks"] = [Check(**c) for c in d.get("checks", [])]
         kw["violations"] = [Violation(**v) for v in d.get("violations", [])]
         return cls(**kw)
+
+
+_FIELDS = tuple(f.name for f in fields(TrialResult))

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from ._agent_api import AgentCallable, UserCallable
-from ._agents import agent_label, make_agent
+from ._agents import ReferenceAgent, agent_label, make_agent
 from ._model import Domain, Task
 from ._options import AdapterOptions
 from ._pool import TrialPool, pending_items
 from ._results import TrialResult
 from ._trial import arun_trial
-from ._users import make_user
+from ._users import ScriptedUser, make_user
 
 
 class RunState:
@@ -92,8 +92,18 @@ class RunState:
     def run(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
     ) -> TrialResult:
-        """Run one trial now, on this thread's loop (concurrency 1)."""
-        return self.loop.run_until_complete(self._trial(domain, task, trial, agent, user, location))
+        """Run one trial now (concurrency 1)."""
+        coro = self._trial(domain, task, trial, agent, user, location)
+        if type(agent) is ReferenceAgent and type(user) is ScriptedUser:
+            # neither ever awaits: drive the coroutine directly, no event loop round trip
+            try:
+                coro.send(None)
+            except StopIteration as done:
+                result: TrialResult = done.value
+                return result
+            coro.close()
+            raise RuntimeError("a reference trial suspended; it never awaits")  # pragma: no cover
+        return self.loop.run_until_complete(coro)
 
     def _trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import json
 from typing import Any
 
@@ -19,7 +20,7 @@ from ._conditions import (
     template,
 )
 from ._model import MISSING, Param, Tool
-from ._world import Conflict, NotFound, World
+from ._world import Conflict, NotFound, World, copy_row
 
 
 class ArgError(Exception):
@@ -52,23 +53,26 @@ def _json_type(v: Any) -> str:
     return type(v).__name__
 
 
+def _bad(p: Param, v: Any) -> ArgError:
+    return ArgError(f"{p.name}: expected {_TYPE_NAMES.get(p.type, p.type)}, got {_json_type(v)} {_short(v)}")
+
+
 def _coerce(p: Param, v: Any) -> Any:
     t = p.type
-    bad = f"{p.name}: expected {_TYPE_NAMES.get(t, t)}, got {_json_type(v)} {_short(v)}"
     if t == "string":
         if isinstance(v, str):
             out: Any = v
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             out = format_value(v)
         else:
-            raise ArgError(bad)
+            raise _bad(p, v)
     elif t in ("number", "integer"):
         n = as_number(v)
-        if n is None:
-            raise ArgError(bad)
+        if n is None or not math.isfinite(n):
+            raise _bad(p, v)
         if t == "integer":
             if not n.is_integer():
-                raise ArgError(bad)
+                raise _bad(p, v)
             out = int(n)
         else:
             out = int(n) if isinstance(v, int) or (isinstance(v, str) and n.is_integer() and "." not in v) else n
@@ -78,10 +82,10 @@ def _coerce(p: Param, v: Any) -> Any:
         elif isinstance(v, str) and v.strip().lower() in ("true", "false"):
             out = v.strip().lower() == "true"
         else:
-            raise ArgError(bad)
+            raise _bad(p, v)
     elif t in ("object", "array"):
         if not isinstance(v, dict if t == "object" else list):
-            raise ArgError(bad)
+            raise _bad(p, v)
         out = _coerce_nested(v, p.schema)
         _validate_structured(p, out)
     else:  # pragma: no cover - validated at load time
@@ -203,7 +207,7 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                 row = None if key is ABSENT else world.get(s["table"], key)
                 if row is None:
                     raise NotFound(f"{s['table']} {format_value(key) if key is not ABSENT else '(no key)'} not found")
-                result, have_result = copy.deepcopy(row), True
+                result, have_result = copy_row(row), True
             elif op.kind == "list":
                 rows = world.select(s["table"], resolve_where(s.get("where"), args))
                 order = s.get("order_by")
@@ -215,7 +219,7 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                 n = as_number(limit) if limit is not None and limit is not ABSENT else None
                 if n is not None:
                     rows = rows[: max(0, int(n))]
-                result, have_result = copy.deepcopy(rows), True
+                result, have_result = [copy_row(r) for r in rows], True
             elif op.kind == "create":
                 written = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))
             elif op.kind == "update":
@@ -231,7 +235,7 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     except Conflict as e:
         world.rollback(sp)
         return ToolResult(False, error=409, message=str(e))
-    return ToolResult(True, value=result if have_result else copy.deepcopy(written))
+    return ToolResult(True, value=result if have_result else (copy_row(written) if written is not None else None))
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

@@ -28,7 +28,7 @@ from ._agent_api import (
 from ._conditions import format_value
 from ._grading import grade
 from ._invariants import DisclosureScanner, check_call
-from ._model import Domain, Task
+from ._model import Domain, Invariant, Task
 from ._results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from ._tools import ArgError, coerce_args, run_checks, run_ops
 from ._world import Conflict, NotFound, World, seed_for
@@ -47,16 +47,23 @@ def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
     return int.from_bytes(h[:4], "big")
 
 
-_TOOLSPECS: dict[int, tuple[Domain, list[ToolSpec], DisclosureScanner]] = {}
+_Parts = tuple[list[ToolSpec], DisclosureScanner, dict[str, list[Invariant]]]
+_PARTS: dict[int, tuple[Domain, _Parts]] = {}
 
 
-def _domain_parts(domain: Domain) -> tuple[list[ToolSpec], DisclosureScanner]:
-    hit = _TOOLSPECS.get(id(domain))
+def _domain_parts(domain: Domain) -> _Parts:
+    """What every trial of a domain shares: tool specs, the disclosure scanner, and the
+    call rules by the tool they are about (so a call checks only its own rules)."""
+    hit = _PARTS.get(id(domain))
     if hit is None or hit[0] is not domain:
         specs = [ToolSpec(t.name, t.description, t.input_schema()) for t in domain.tools.values()]
-        hit = (domain, specs, DisclosureScanner(domain))
-        _TOOLSPECS[id(domain)] = hit
-    return hit[1], hit[2]
+        rules: dict[str, list[Invariant]] = {}
+        for inv in domain.invariants:
+            if inv.tool is not None:
+                rules.setdefault(inv.tool, []).append(inv)
+        hit = (domain, (specs, DisclosureScanner(domain), rules))
+        _PARTS[id(domain)] = hit
+    return hit[1]
 
 
 def _is_async(fn: Any) -> bool:
@@ -126,7 +133,7 @@ class _Trial:
         self.task = task
         self.info = info
         self.world = World(seed_for(domain))
-        self.tools, self.scanner = _domain_parts(domain)
+        self.tools, self.scanner, self.rules = _domain_parts(domain)
         self.calls: list[dict[str, Any]] = []
         self.transcript: list[dict[str, Any]] = []
         self.violations: list[Violation] = []
@@ -165,9 +172,7 @@ class _Trial:
             except ArgError as e:
                 bad = str(e)
             rule_args = args if isinstance(args, dict) else {}
-            for inv in self.domain.invariants:
-                if inv.kind == "never_disclose":
-                    continue
+            for inv in self.rules.get(tool.name, ()):
                 detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
                 if detail:
                     violations.append(

@@ -22,6 +22,15 @@ from ._model import Domain, Table
 _INDEX_MIN_ROWS = 64
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def copy_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a row that shares nothing mutable with it. Rows are mostly scalars,
+    so this is much cheaper than copy.deepcopy; nested values are deep-copied."""
+    return {k: v if type(v) in _SCALARS else copy.deepcopy(v) for k, v in row.items()}
+
+
 def norm_key(v: Any) -> Any:
     """Row keys compare like values: 100101, "100101" and 100101.0 are one key."""
     if isinstance(v, bool):
@@ -276,7 +285,7 @@ class World:
 
     def create(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
         st = self.seed.tables[table]
-        row = copy.deepcopy(row)
+        row = copy_row(row)
         if row.get(st.key) is None:
             row[st.key] = self.next_key(table)
         k = norm_key(row[st.key])
@@ -291,7 +300,7 @@ class World:
         if old is None:
             raise NotFound(f"{table} {key} not found")
         row = dict(old)
-        row.update(copy.deepcopy(dict(values)))
+        row.update(copy_row(values))
         self._changed[table][norm_key(key)] = row
         return row
 
@@ -320,7 +329,7 @@ class World:
             new_keys = set(self._created[table]) - before_new
             for k in self._created[table]:
                 if k in new_keys:
-                    created.append({"table": table, "key": rows[k][st.key], "row": copy.deepcopy(rows[k])})
+                    created.append({"table": table, "key": rows[k][st.key], "row": copy_row(rows[k])})
             for k, row in rows.items():
                 if k in new_keys:
                     continue
