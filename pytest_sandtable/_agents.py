@@ -49,7 +49,10 @@ def agent_label(agent: Any) -> str:
     if isinstance(name, str) and name:
         return name
     target = agent if inspect.isfunction(agent) or inspect.isclass(agent) else type(agent)
-    return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', repr(agent))}"
+    qualname = str(getattr(target, "__qualname__", repr(agent)))
+    if "<locals>" in qualname:  # a function made inside a fixture: `conftest:agent`, not `...<locals>.agent`
+        qualname = qualname.rsplit(".", 1)[-1]
+    return f"{getattr(target, '__module__', '?')}:{qualname}"
 
 
 def load_object(spec: str, what: str = "agent") -> Any:
@@ -60,12 +63,31 @@ def load_object(spec: str, what: str = "agent") -> Any:
     try:
         obj: Any = importlib.import_module(mod_name)
     except ImportError as e:
-        raise ValueError(f"cannot import module {mod_name!r} for {what} {spec!r}: {e}") from None
+        raise ValueError(
+            f"cannot import module {mod_name!r} for {what} {spec!r}: {e} (is its folder on sys.path? "
+            f"`python -m pytest` adds the current folder; or set `pythonpath = .` in pytest's configuration)"
+        ) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise ValueError(f"module {mod_name!r} has no attribute {attr!r} ({what} {spec!r})") from None
+    return obj
+
+
+def load_callable(spec: str, what: str = "agent") -> Any:
+    """Import `module:attr`; a class is instantiated without arguments; the result must be callable."""
+    obj = load_object(spec, what)
+    if inspect.isclass(obj):
+        try:
+            obj = obj()
+        except Exception as e:
+            raise ValueError(
+                f"{what} {spec!r} is a class, and creating it without arguments failed: {type(e).__name__}: {e} "
+                f"(point at an instance or a factory instead, or override the sandtable_agent fixture)"
+            ) from None
+    if not callable(obj):
+        raise ValueError(f"{what} {spec!r} is not callable")
     return obj
 
 
@@ -128,10 +150,5 @@ def make_agent(spec: str, options: AdapterOptions | None = None) -> tuple[AgentC
         http = import_adapter("http_agent", spec).HttpStepAgent(spec, options)
         return http, str(http.name)
     if ":" in spec:
-        obj = load_object(spec)
-        if inspect.isclass(obj):
-            obj = obj()
-        if not callable(obj):
-            raise ValueError(f"agent {spec!r} is not callable")
-        return obj, spec
+        return load_callable(spec, "agent"), spec
     raise ValueError(f"unknown agent {spec!r}; expected {AGENT_FORMS}")

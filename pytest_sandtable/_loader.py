@@ -526,6 +526,24 @@ class _Checker:
     def field_keys(self, table: str | None, conditions: Any, path: PathTuple) -> None:
         for k in _map(conditions):
             self.field(table, k, (*path, k), at_key=True)
+        self.operator_values(conditions, path)
+
+    def operator_values(self, conditions: Any, path: PathTuple) -> None:
+        """What the schema cannot say: `in` lists and `matches` patterns that work."""
+        for k, cond in _map(conditions).items():
+            if not isinstance(cond, dict):
+                continue
+            for op in ("in", "not_in"):
+                v = cond.get(op)
+                if isinstance(v, str) and not (v.startswith("$") and not v.startswith("$$")):
+                    self.add((*path, k, op), f"`{op}` expects a list of values (or a $name argument holding "
+                                             f"one), found {_show(v)}; write [{_bare(v)}]")
+            pattern = cond.get("matches")
+            if isinstance(pattern, str) and not (pattern.startswith("$") and not pattern.startswith("$$")):
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    self.add((*path, k, "matches"), f"not a valid regular expression: {e}")
 
     def tool(self, name: Any, path: PathTuple) -> str | None:
         if not isinstance(name, str):
@@ -555,6 +573,7 @@ class _Checker:
     def param_keys(self, tool: str | None, mapping: Any, path: PathTuple) -> None:
         for k in _map(mapping):
             self.param(tool, k, (*path, k), at_key=True)
+        self.operator_values(mapping, path)
 
     # ---- world
 

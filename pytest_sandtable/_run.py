@@ -45,23 +45,51 @@ class RunState:
         self.domain_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: TrialPool | None = None
+        self._agent: AgentCallable | None = None
+        self._user: UserCallable | None = None
         self.agent_source = ""
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
     def default_agent(self) -> AgentCallable:
-        try:
-            agent, _ = make_agent(self.agent_spec, self.options)
-        except ValueError as e:
-            pytest.fail(f"--sandtable-agent: {e}", pytrace=False)
-        return agent
+        """The agent --sandtable-agent names (built once); a bad spec is a usage error."""
+        if self._agent is None:
+            try:
+                self._agent, _ = make_agent(self.agent_spec, self.options)
+            except ValueError as e:
+                raise pytest.UsageError(f"--sandtable-agent: {e}") from None
+        return self._agent
 
     def default_user(self) -> UserCallable:
-        try:
-            user, _ = make_user(self.user_spec, self.options)
-        except ValueError as e:
-            pytest.fail(f"--sandtable-user: {e}", pytrace=False)
-        return user
+        """The simulated user --sandtable-user names (built once); a bad spec is a usage error."""
+        if self._user is None:
+            try:
+                self._user, _ = make_user(self.user_spec, self.options)
+            except ValueError as e:
+                raise pytest.UsageError(f"--sandtable-user: {e}") from None
+        return self._user
+
+    def check_defaults(self, items: list[pytest.Item]) -> None:
+        """Before any trial runs: build the default agent and user if some trial uses them,
+        so that a bad --sandtable-agent / --sandtable-user stops the run with one line."""
+        uses_agent = uses_user = False
+        for item in items:
+            info = getattr(item, "_fixtureinfo", None)
+            if info is None or not getattr(item, "is_sandtable_trial", False):
+                continue
+            for name in ("sandtable_agent", "sandtable_user"):
+                defs = info.name2fixturedefs.get(name)
+                if defs and getattr(defs[-1].func, "__module__", "") == "pytest_sandtable.plugin":
+                    if name == "sandtable_agent":
+                        uses_agent = True
+                    else:
+                        uses_user = True
+            if uses_agent and uses_user:
+                break
+        if uses_agent:
+            self.default_agent()
+        if uses_user:
+            self.default_user()
 
     def describe_agent_source(self, session: pytest.Session) -> None:
         """Say in the header when a conftest.py's sandtable_agent fixture replaces --sandtable-agent."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
-import math
 import json
+import math
 from typing import Any
 
 from ._agent_api import ToolResult
@@ -198,7 +198,8 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     sp = world.savepoint()
     result: Any = None
     have_result = False
-    written: Any = None
+    created: Any = None
+    updated: Any = None
     try:
         for op in tool.ops:
             s = op.spec
@@ -221,12 +222,12 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                     rows = rows[: max(0, int(n))]
                 result, have_result = [copy_row(r) for r in rows], True
             elif op.kind == "create":
-                written = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))
+                created = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))
             elif op.kind == "update":
                 key = resolve(s["key"], args)
                 if key is ABSENT:
                     raise NotFound(f"{s['table']} (no key) not found")
-                written = world.update(s["table"], key, _strip_absent(resolve(s.get("set", {}), args)))
+                updated = world.update(s["table"], key, _strip_absent(resolve(s.get("set", {}), args)))
             elif op.kind == "respond":
                 result, have_result = _strip_absent(resolve(s.get("value"), args)), True
     except NotFound as e:
@@ -235,7 +236,11 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     except Conflict as e:
         world.rollback(sp)
         return ToolResult(False, error=409, message=str(e))
-    return ToolResult(True, value=result if have_result else (copy_row(written) if written is not None else None))
+    if have_result:
+        return ToolResult(True, value=result)
+    # no read or respond: the row the tool created (the agent needs its new key), else the one it updated
+    written = created if created is not None else updated
+    return ToolResult(True, value=copy_row(written) if written is not None else None)
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

@@ -36,6 +36,11 @@ from ._world import Conflict, NotFound, World, seed_for
 MAX_TOOL_CALLS_PER_TURN = 100
 
 
+class _DomainBug(BaseException):
+    """A rule or op of the domain raised: the trial is errored (not the agent's fault).
+    BaseException so that an agent's `except Exception` does not swallow it."""
+
+
 class _ToolBudgetExceeded(BaseException):
     """Raised out of call_tool to stop an agent stuck in a tool loop (BaseException so
     an agent's `except Exception` does not swallow it)."""
@@ -121,6 +126,9 @@ class _Deadline:
         self.seconds = seconds
         self.end = time.monotonic() + seconds if seconds else None
 
+    def passed(self) -> bool:
+        return self.end is not None and time.monotonic() > self.end
+
     def left(self) -> float | None:
         if self.end is None:
             return None
@@ -172,16 +180,19 @@ class _Trial:
             except ArgError as e:
                 bad = str(e)
             rule_args = args if isinstance(args, dict) else {}
-            for inv in self.rules.get(tool.name, ()):
-                detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
-                if detail:
-                    violations.append(
-                        Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote)
-                    )
-            if bad is not None:
-                result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {bad}")
-            else:
-                result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
+            try:
+                for inv in self.rules.get(tool.name, ()):
+                    detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
+                    if detail:
+                        violations.append(
+                            Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote)
+                        )
+                if bad is not None:
+                    result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {bad}")
+                else:
+                    result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
+            except Exception as e:  # the domain's rules or ops, not the agent, went wrong
+                raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
             if result.ok:
                 self.succeeded.append((tool.name, args))
                 if tool.handoff:
@@ -316,6 +327,14 @@ async def arun_trial(
                 t0 = time.perf_counter()
                 try:
                     reply = await _invoke(agent, turn, deadline.left(), agent_inline)
+                except _DomainBug as e:
+                    error = str(e)
+                    ended_by = "domain_error"
+                    break
+                except SystemExit as e:
+                    runtime.append(Check("runtime", "runtime", False, f"the agent called sys.exit({e.code!r})"))
+                    ended_by = "agent_error"
+                    break
                 except _ToolBudgetExceeded:
                     runtime.append(Check("runtime", "runtime", False,
                                          f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn"))
@@ -336,6 +355,14 @@ async def arun_trial(
                     ended_by = "agent_error"
                     break
                 latency.append(time.perf_counter() - t0)
+                if deadline.passed():
+                    # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
+                    runtime.append(Check("runtime", "runtime", False,
+                                         f"the agent did not answer before the trial timeout of "
+                                         f"{format_value(trial_timeout)}s (turn {t.turn}; it blocked the event "
+                                         f"loop, so it could not be stopped earlier)"))
+                    ended_by = "agent_error"
+                    break
                 if reply is not None and not isinstance(reply, str):
                     runtime.append(Check("runtime", "runtime", False,
                                          f"the agent returned {type(reply).__name__}, expected a str reply"))
@@ -373,7 +400,10 @@ async def arun_trial(
         checks.append(Check("invariant", inv_id, False, vs[0].detail + more))
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
     if error is None:
-        checks.extend(grade(task.expect, t.world, t.calls, agent_texts))
+        try:
+            checks.extend(grade(task.expect, t.world, t.calls, agent_texts))
+        except Exception as e:  # an expectation of the domain went wrong, not the agent
+            error = f"the domain failed grading the trial: {type(e).__name__}: {e}"
     if error is not None:
         verdict = ERRORED
     else:

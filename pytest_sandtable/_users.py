@@ -3,8 +3,6 @@ then one `script` line per agent reply, in order, then ends."""
 
 from __future__ import annotations
 
-import inspect
-
 from ._agent_api import UserCallable, UserReply, UserTurn
 from ._options import AdapterOptions
 
@@ -61,12 +59,7 @@ def make_user(spec: str, options: AdapterOptions | None = None) -> tuple[UserCal
         user = (users.ClaudeUser if kind == "claude" else users.OpenAIUser)(model, options)
         return user, str(user.name)
     if ":" in spec:
-        from ._agents import load_object
+        from ._agents import load_callable
 
-        obj = load_object(spec, "simulated user")
-        if inspect.isclass(obj):
-            obj = obj()
-        if not callable(obj):
-            raise ValueError(f"simulated user {spec!r} is not callable")
-        return obj, spec
+        return load_callable(spec, "simulated user"), spec
     raise ValueError(f"unknown simulated user {spec!r}; expected {USER_FORMS}")

@@ -170,6 +170,26 @@ def pytest_report_header(config: pytest.Config) -> str:
     )
 
 
+def _xdist_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # under xdist a worker cannot stop the run cleanly: the controller checks the specs
+    if _xdist_controller(session.config) and (
+        session.config.getoption("--sandtable-agent") or session.config.getoption("--sandtable-user")
+    ):
+        st = run_state(session.config)
+        st.default_agent()
+        st.default_user()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    st = config.stash.get(_STATE, None)
+    if st is not None and not hasattr(config, "workerinput"):
+        st.check_defaults(items)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     st = session.config.stash.get(_STATE, None)
     if st is not None:
@@ -229,10 +249,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def sandtable_agent(pytestconfig: pytest.Config) -> AgentCallable:
     """The agent under test. Override this fixture in a conftest.py to wrap your own agent."""
-    return run_state(pytestconfig).default_agent()
+    try:
+        return run_state(pytestconfig).default_agent()
+    except pytest.UsageError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def sandtable_user(pytestconfig: pytest.Config) -> UserCallable:
     """The simulated user (from --sandtable-user). Override to bring your own."""
-    return run_state(pytestconfig).default_user()
+    try:
+        return run_state(pytestconfig).default_user()
+    except pytest.UsageError as e:
+        pytest.fail(str(e), pytrace=False)

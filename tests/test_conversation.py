@@ -311,3 +311,52 @@ def test_a_timed_out_agent_cannot_act_after_the_trial_ended(domain: st.Domain, p
     woke.wait(2)
     assert result.calls == []
     assert [e["role"] for e in result.transcript] == ["user"]
+
+
+# -- failures that are not the agent's, and agents that misbehave badly ----------------------------
+
+
+def test_a_rule_that_raises_makes_the_trial_errored_not_failed(make_domain: Make, play: Play) -> None:
+    d = make_domain("""
+        world:
+          notes: { key: id, rows: [{ id: n-1, text: hi }] }
+        tools:
+          - name: read
+            params: { id: { type: string }, pattern: { type: string, required: false } }
+            ops: [{ get: { table: notes, key: $id } }]
+        invariants:
+          - { id: text-pattern, kind: require, tool: read, record: { table: notes, key: $id },
+              where: { text: { matches: $pattern } } }
+        tasks:
+          - id: t
+            user: { opening: "read n-1" }
+    """)
+    result = play(d, [("read", {"id": "n-1", "pattern": "(unclosed"}), "done"])
+    assert result.verdict == "errored"
+    assert result.error == (
+        "the domain failed running read: error: missing ), unterminated subpattern at position 0"
+    )
+
+
+def test_an_agent_calling_sys_exit_fails_its_trial_and_the_run_goes_on(domain: st.Domain, play: Play) -> None:
+    def quits(turn: st.Turn) -> str:
+        raise SystemExit(3)
+
+    result = play(domain, agent=quits)
+    assert result.verdict == "failed"
+    assert [c.detail for c in result.failed_checks if c.kind == "runtime"] == ["the agent called sys.exit(3)"]
+
+
+def test_an_async_agent_that_blocks_the_loop_fails_at_the_timeout_after_the_fact(
+    domain: st.Domain, play: Play
+) -> None:
+    async def blocks(turn: st.Turn) -> str:
+        time.sleep(0.3)  # blocks the event loop: it cannot be interrupted
+        return "late"
+
+    result = play(domain, agent=blocks, trial_timeout=0.1)
+    assert result.verdict == "failed"
+    assert [c.detail for c in result.failed_checks if c.kind == "runtime"] == [
+        "the agent did not answer before the trial timeout of 0.1s (turn 1; it blocked the event loop, "
+        "so it could not be stopped earlier)"
+    ]

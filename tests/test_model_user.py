@@ -11,15 +11,22 @@ from typing import Any
 
 import pytest
 from fakes import (
+    OMIT,
+    Cut,
     Drop,
     FakeAnthropic,
     FakeOpenAI,
     Hang,
     RawBody,
+    Reply,
+    Trickle,
+    claude_error,
     claude_message,
     claude_text,
+    claude_thinking,
     claude_usage,
     openai_error,
+    openai_parts,
     openai_text,
     openai_usage,
     shop_domain,
@@ -28,6 +35,7 @@ from fakes import (
 import pytest_sandtable as st
 from pytest_sandtable._options import AdapterOptions
 from pytest_sandtable._users import make_user
+from pytest_sandtable.adapters import _retry
 from pytest_sandtable.adapters.model_user import (
     START,
     TRANSFERRED,
@@ -55,6 +63,11 @@ class Lines:
         if i == 0:
             turn.call_tool("get_order", {"order_id": "O-1001"})
         return self.lines[i] if i < len(self.lines) else ""
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_retry, "BACKOFF_BASE", 0.05)
 
 
 @pytest.fixture
@@ -269,6 +282,11 @@ def test_user_empty_message_is_an_error(domain: st.Domain, oai: FakeOpenAI) -> N
     result = st.run_trial(domain, "refund-delivered", Lines(), openai_user(oai))
     assert errored(result) == ("simulated user failed: UserError: openai user gpt-test: "
                                "the model returned an empty message")
+    # a reasoning model that spent the whole limit thinking
+    oai.push(openai_text(None, finish_reason="length", reasoning_content="Let me think... " * 50))
+    result = st.run_trial(domain, "refund-delivered", Lines(), openai_user(oai))
+    assert errored(result) == ("simulated user failed: UserError: openai user gpt-test: "
+                               "the response hit max_tokens (4096) before any text")
 
 
 def test_claude_user_failures(domain: st.Domain, claude: FakeAnthropic) -> None:
@@ -300,7 +318,8 @@ def test_user_key_never_in_results(domain: st.Domain, oai: FakeOpenAI) -> None:
                   "'module:attr'"),
         ("openai:", "'openai:' names no model; expected openai:<model>, e.g. openai:gpt-4.1-mini"),
         ("nosuchmod:User", "cannot import module 'nosuchmod' for simulated user 'nosuchmod:User': "
-                           "No module named 'nosuchmod'"),
+                           "No module named 'nosuchmod' (is its folder on sys.path? `python -m pytest` adds "
+                           "the current folder; or set `pythonpath = .` in pytest's configuration)"),
     ],
 )
 def test_user_specs_rejected(spec: str, message: str) -> None:
@@ -312,3 +331,49 @@ def test_user_specs_rejected(spec: str, message: str) -> None:
 def test_user_module_spec() -> None:
     user, name = make_user("test_model_user:Lines")
     assert name == "test_model_user:Lines" and isinstance(user, Lines)
+
+
+# -- variations of the wire format and faults, for users too ----------------------------------------
+
+
+def test_openai_user_reasoning_is_not_the_message(domain: st.Domain, oai: FakeOpenAI) -> None:
+    # a reasoning model on a server that does not split the reasoning off: a signal in it must not count
+    oai.push(openai_text("<think>\nIf they refund it I'd write ###GOAL_MET###.\n</think>\n\nRefund O-1001, please.",
+                         usage=None),
+             openai_text(openai_parts("Thanks!", "\n###GOAL_MET###"), usage=OMIT))
+    result = st.run_trial(domain, "refund-delivered", Lines("Done."), openai_user(oai))
+    assert (result.error, result.ended_by) == (None, "goal_met")
+    assert [e.get("text") for e in result.transcript if e["role"] == "user"] == ["Refund O-1001, please.", "Thanks!"]
+    assert result.usage["user"] == {"gpt-test": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0,
+                                                 "calls": 2}}
+
+
+def test_openai_user_error_in_a_200_body(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(Reply({"error": {"message": "Provider returned error", "code": 429}}), openai_text("Refund O-1001."),
+             openai_text("###GOAL_MET###"))
+    result = st.run_trial(domain, "refund-delivered", Lines("Done."), openai_user(oai))
+    assert (result.error, result.ended_by) == (None, "goal_met")
+    oai.push(Reply({"error": {"message": "No endpoints found for gpt-test.", "code": 404}}))
+    result = st.run_trial(domain, "refund-delivered", Lines("Done."), openai_user(oai))
+    assert errored(result) == (f"simulated user failed: UserError: openai user gpt-test: error from {oai.host} "
+                               "(HTTP 200, code 404): No endpoints found for gpt-test.")
+
+
+def test_claude_user_529_then_success_and_thinking(domain: st.Domain, claude: FakeAnthropic) -> None:
+    claude.push(claude_error(529, "overloaded_error", "Overloaded"),
+                claude_message([claude_thinking("Ask for the refund."), {"type": "text", "text": "Refund O-1001."}],
+                               "end_turn", usage=OMIT),
+                claude_text("###GOAL_MET###"))
+    result = st.run_trial(domain, "refund-delivered", Lines("Done."), claude_user(claude))
+    assert (result.error, result.ended_by) == (None, "goal_met")
+    assert result.transcript[0]["text"] == "Refund O-1001."
+    assert len(claude.requests) == 3
+
+
+def test_user_model_trickle_and_reset_are_bounded(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(Trickle(0.05), Cut(openai_text("Refund O-1001.").body, keep=30, reset=True))
+    started = time.monotonic()
+    result = st.run_trial(domain, "refund-delivered", Lines(), openai_user(oai, timeout=0.3, retries=1))
+    assert time.monotonic() - started < 2.0
+    assert errored(result) == (f"simulated user failed: UserError: openai user gpt-test: connection to {oai.host} "
+                               "dropped after 2 attempts")

@@ -301,11 +301,32 @@ def test_sandtable_agent_module_attr(domain: pytest.Pytester) -> None:
     ])
 
 
-def test_an_unknown_agent_fails_each_trial_with_a_clear_message(domain: pytest.Pytester) -> None:
+def test_an_unknown_agent_is_a_usage_error_before_any_trial_runs(domain: pytest.Pytester) -> None:
     result = domain.runpytest("--sandtable-agent=nowhere:Agent")
-    result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([
-        "--sandtable-agent: cannot import module 'nowhere' for agent 'nowhere:Agent': No module named 'nowhere'"
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --sandtable-agent: cannot import module 'nowhere' for agent 'nowhere:Agent': "
+        "No module named 'nowhere' (is its folder on sys.path? *"
+    ])
+    result.stdout.no_fnmatch_line("*book-happy-path*")
+
+
+def test_an_unknown_agent_under_xdist_is_a_usage_error_too(domain: pytest.Pytester) -> None:
+    result = domain.runpytest_subprocess("-p", "xdist", "-n", "2", "--sandtable-agent=bogus")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-agent: unknown agent 'bogus'; expected *"])
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_an_agent_class_that_needs_arguments_is_a_clear_usage_error(domain: pytest.Pytester) -> None:
+    domain.makepyfile(needy="class Agent:\n    def __init__(self, key):\n        self.key = key\n")
+    domain.syspathinsert()
+    result = domain.runpytest("-p", "no:cacheprovider", "--sandtable-agent=needy:Agent")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --sandtable-agent: agent 'needy:Agent' is a class, and creating it without arguments failed: "
+        "TypeError: *missing 1 required positional argument: 'key' (point at an instance or a factory instead, "
+        "or override the sandtable_agent fixture)"
     ])
 
 

@@ -98,7 +98,7 @@ def test_ops_are_atomic_a_failing_op_undoes_the_earlier_ones(make_domain: Make, 
 def test_key_format_numbers_new_rows_after_the_existing_ones(make_domain: Make, play: Play) -> None:
     domain = make_domain(LOADS.replace('fields: [load_id]', 'rows: [{ booking_id: B-1, load_id: L-0001 }]'))
     result = play(domain, [("book_load", {"load_id": "L-1001"}), ("book_load", {"load_id": "L-1002"}), "Booked."])
-    assert [c["result"]["status"] for c in result.calls] == ["booked", "booked"]
+    assert [c["result"]["booking_id"] for c in result.calls] == ["B-2", "B-3"]  # the created rows
     assert [(c["table"], c["key"]) for c in result.diff["created"]] == [("bookings", "B-2"), ("bookings", "B-3")]
 
 
