@@ -14,17 +14,34 @@ records every request it got. They speak the real wire formats, so the real
 - :class:`FakeStepService`: ``POST /step`` for the HTTP step agent.
 
 A script is a list of actions (or callables taking the :class:`Request` and returning
-one), used in order: :class:`Reply` (JSON), :class:`RawBody` (any bytes),
-:class:`Hang` (hold the request, then close without answering) and :class:`Drop`
-(close the connection without answering). Past the end of the script the server
-answers from its ``responder`` if it has one (a function of the request, for trials
-running at once), else 500 ``fake server: script exhausted``.
+one), used in order:
+
+- :class:`Reply` (JSON) and :class:`RawBody` (any bytes, any content type);
+- :class:`Delay` (wait, then do another action: a slow server);
+- :class:`Hang` (hold the request, then close without answering) and :class:`Drop`
+  (close the connection without answering);
+- :class:`Cut` (send the headers and part of the body, then close or reset the
+  connection);
+- :class:`Trickle` (send a byte now and then, for ever: the status line and headers,
+  or a body that never ends).
+
+Past the end of the script the server answers from its ``responder`` if it has one
+(a function of the request, for trials running at once), else 500 ``fake server:
+script exhausted``. :class:`Blackhole` is a port that accepts connections and never
+reads from them.
+
+The helpers below build the variations real servers produce (``content`` null or a
+list of parts, ``arguments`` as an object or empty, tool calls without ids, the legacy
+``function_call``, ``usage`` missing or null, thinking blocks, ...); pass :data:`OMIT`
+to leave a field out and ``None`` to send it as null.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -68,6 +85,7 @@ class RawBody:
     body: bytes
     status: int = 200
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,9 +100,75 @@ class Drop:
     """Close the connection without answering."""
 
 
+@dataclass
+class Cut:
+    """Send the status, the headers (with the whole body's length) and the first ``keep``
+    bytes of ``body`` (JSON unless bytes), then close the connection, with a reset
+    (RST) when ``reset``."""
+
+    body: Any
+    keep: int = 10
+    status: int = 200
+    reset: bool = False
+
+
+@dataclass
+class Trickle:
+    """Send a byte every ``interval`` seconds until the client gives up or the server
+    stops: the status line and endless headers when ``headers``, else the headers of
+    a 1 MB JSON body and then that body, a space at a time."""
+
+    interval: float = 0.05
+    headers: bool = False
+
+
+@dataclass
+class Delay:
+    """Wait ``seconds``, then do ``then``."""
+
+    seconds: float
+    then: Any  # an Action
+
+
 S = TypeVar("S", bound="FakeServer")
-Action = Reply | RawBody | Hang | Drop
+Action = Reply | RawBody | Hang | Drop | Cut | Trickle | Delay
 Step = Action | Callable[[Request], Action]
+
+
+class _Omit:
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT: Any = _Omit()
+"""Leave a field out of a body built by the helpers below (``None`` sends null)."""
+DEFAULT: Any = object()
+"""The helpers' default for ``usage``: a plausible usage object."""
+
+
+def _put(body: dict[str, Any], key: str, value: Any) -> None:
+    if value is not OMIT:
+        body[key] = value
+
+
+class Blackhole:
+    """A port on 127.0.0.1 that accepts TCP connections (the kernel completes the
+    handshake) and never reads or answers; use as a context manager."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+
+    def __enter__(self) -> Blackhole:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._sock.close()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self._sock.getsockname()[1]}"
 
 
 class FakeServer:
@@ -173,6 +257,8 @@ class FakeServer:
                 req = Request("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body,
                               time.monotonic())
                 if self.path.split("?")[0] != fake.path:
+                    with fake._lock:
+                        fake.requests.append(req)  # recorded too, so a test sees where a client went
                     self._send(fake.error_body(404, f"fake server: no route {self.path}"))
                     return
                 self._send(fake._next(req))
@@ -180,6 +266,12 @@ class FakeServer:
             do_GET = do_POST
 
             def _send(self, action: Action) -> None:
+                if isinstance(action, Delay):
+                    if fake._stop.wait(action.seconds):
+                        self.close_connection = True
+                        return
+                    self._send(action.then)
+                    return
                 if isinstance(action, Drop):
                     self.close_connection = True
                     return
@@ -187,8 +279,14 @@ class FakeServer:
                     fake._stop.wait(action.seconds)
                     self.close_connection = True
                     return
+                if isinstance(action, Cut):
+                    self._cut(action)
+                    return
+                if isinstance(action, Trickle):
+                    self._trickle(action)
+                    return
                 if isinstance(action, RawBody):
-                    data, status, ctype, headers = action.body, action.status, action.content_type, {}
+                    data, status, ctype, headers = action.body, action.status, action.content_type, action.headers
                 else:
                     data = json.dumps(action.body).encode()
                     status, ctype, headers = action.status, "application/json", action.headers
@@ -201,6 +299,40 @@ class FakeServer:
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _cut(self, action: Cut) -> None:
+                data = action.body if isinstance(action.body, bytes) else json.dumps(action.body).encode()
+                self.close_connection = True
+                try:
+                    self.send_response(action.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[: action.keep])
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                    if action.reset:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                except OSError:
+                    pass
+
+            def _trickle(self, action: Trickle) -> None:
+                self.close_connection = True
+                try:
+                    if action.headers:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                        chunk = b"x-pad: a\r\n"
+                    else:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                                         b"content-length: 1000000\r\n\r\n{")
+                        chunk = b" "
+                    self.wfile.flush()
+                    while not fake._stop.wait(action.interval):
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except OSError:
                     pass
 
         return Handler
@@ -229,26 +361,32 @@ def claude_usage(input_tokens: int = 10, output_tokens: int = 5, cache_read: int
 _msg_ids = itertools.count(1)
 
 
-def claude_message(content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int] | None = None,
+def claude_message(content: list[dict[str, Any]], stop_reason: str | None, usage: Any = DEFAULT,
                    model: str = "claude-test") -> Reply:
+    """A Messages response; ``usage`` defaults to :func:`claude_usage` (None sends null, ``OMIT``
+    leaves it out)."""
     n = next(_msg_ids)
-    body = {"id": f"msg_fake{n:04d}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": usage or claude_usage()}
+    body: dict[str, Any] = {"id": f"msg_fake{n:04d}", "type": "message", "role": "assistant", "model": model,
+                            "content": content, "stop_reason": stop_reason, "stop_sequence": None}
+    _put(body, "usage", claude_usage() if usage is DEFAULT else usage)
     return Reply(body, 200, {"request-id": f"req_fake{n:04d}"})
 
 
-def claude_text(text: str, usage: dict[str, int] | None = None, stop_reason: str = "end_turn") -> Reply:
+def claude_text(text: str, usage: Any = DEFAULT, stop_reason: str = "end_turn") -> Reply:
     """A message with one text block."""
     return claude_message([{"type": "text", "text": text}] if text else [], stop_reason, usage)
 
 
 def claude_tools(*calls: tuple[str, str, dict[str, Any]], text: str = "",
-                 usage: dict[str, int] | None = None, stop_reason: str = "tool_use") -> Reply:
+                 usage: Any = DEFAULT, stop_reason: str = "tool_use") -> Reply:
     """A message asking for tool calls ``(id, name, input)``, with optional text first."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     blocks += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls]
     return claude_message(blocks, stop_reason, usage)
+
+
+def claude_thinking(thinking: str, signature: str = "sig-fake") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
 
 
 def claude_error(status: int, etype: str, message: str, headers: dict[str, str] | None = None) -> Reply:
@@ -278,27 +416,49 @@ def openai_usage(prompt: int = 20, completion: int = 8, cached: int = 0) -> dict
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def openai_message(message: dict[str, Any], finish_reason: str, usage: dict[str, Any] | None = None,
+def openai_message(message: dict[str, Any], finish_reason: Any, usage: Any = DEFAULT,
                    model: str = "gpt-test") -> Reply:
+    """A chat completion; ``usage`` defaults to :func:`openai_usage` (None sends null, ``OMIT``
+    leaves it out; likewise ``finish_reason``)."""
     n = next(_msg_ids)
-    body = {"id": f"chatcmpl-fake{n:04d}", "object": "chat.completion", "created": 1_790_000_000, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": usage or openai_usage()}
+    choice: dict[str, Any] = {"index": 0, "message": message}
+    _put(choice, "finish_reason", finish_reason)
+    body: dict[str, Any] = {"id": f"chatcmpl-fake{n:04d}", "object": "chat.completion", "created": 1_790_000_000,
+                            "model": model, "choices": [choice]}
+    _put(body, "usage", openai_usage() if usage is DEFAULT else usage)
     return Reply(body, 200, {"x-request-id": f"req_fake{n:04d}"})
 
 
-def openai_text(text: str, usage: dict[str, Any] | None = None, finish_reason: str = "stop") -> Reply:
-    return openai_message({"role": "assistant", "content": text}, finish_reason, usage)
+def openai_text(text: Any, usage: Any = DEFAULT, finish_reason: Any = "stop", **message: Any) -> Reply:
+    """A message with ``content`` (a string, None, or a list of parts) and any other fields."""
+    return openai_message({"role": "assistant", "content": text, **message}, finish_reason, usage)
 
 
-def openai_tools(*calls: tuple[str, str, str | dict[str, Any]], text: str | None = None,
-                 usage: dict[str, Any] | None = None, finish_reason: str = "tool_calls") -> Reply:
-    """A message asking for tool calls ``(id, name, arguments)``; a dict is sent as JSON text,
-    a string as it is (so a test can send malformed arguments)."""
-    tool_calls = [{"id": i, "type": "function",
-                   "function": {"name": n, "arguments": a if isinstance(a, str) else json.dumps(a)}}
-                  for i, n, a in calls]
+def openai_parts(*texts: str) -> list[dict[str, Any]]:
+    """``content`` as a list of text parts."""
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def openai_tools(*calls: tuple[Any, str, Any], text: Any = None, usage: Any = DEFAULT,
+                 finish_reason: Any = "tool_calls", objects: bool = False) -> Reply:
+    """A message asking for tool calls ``(id, name, arguments)``. A dict is sent as JSON
+    text (as an object when ``objects``, as some servers do), anything else as it is
+    (malformed text, ``""``, None); an id or arguments of ``OMIT`` is left out."""
+    tool_calls = []
+    for i, n, a in calls:
+        fn: dict[str, Any] = {"name": n}
+        _put(fn, "arguments", json.dumps(a) if isinstance(a, dict) and not objects else a)
+        call: dict[str, Any] = {"type": "function", "function": fn}
+        _put(call, "id", i)
+        tool_calls.append(call)
     return openai_message({"role": "assistant", "content": text, "tool_calls": tool_calls}, finish_reason, usage)
+
+
+def openai_function_call(name: str, arguments: dict[str, Any], usage: Any = DEFAULT) -> Reply:
+    """The legacy ``function_call`` form of a call (``finish_reason: function_call``)."""
+    return openai_message({"role": "assistant", "content": None,
+                           "function_call": {"name": name, "arguments": json.dumps(arguments)}},
+                          "function_call", usage)
 
 
 def openai_error(status: int, message: str, etype: str = "server_error",

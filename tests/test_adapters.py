@@ -3,8 +3,10 @@ trial with a model user, every fault, and that keys never leak. No key, no inter
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -12,19 +14,27 @@ from typing import Any, cast
 
 import pytest
 from fakes import (
+    OMIT,
     SHOP,
+    Blackhole,
+    Cut,
+    Delay,
     Drop,
     FakeAnthropic,
     FakeOpenAI,
     Hang,
     RawBody,
     Reply,
+    Trickle,
     claude_error,
     claude_message,
     claude_text,
+    claude_thinking,
     claude_tools,
     claude_usage,
     openai_error,
+    openai_function_call,
+    openai_parts,
     openai_text,
     openai_tools,
     openai_usage,
@@ -36,13 +46,21 @@ import pytest_sandtable as st
 from pytest_sandtable._agents import make_agent
 from pytest_sandtable._options import AdapterOptions
 from pytest_sandtable._users import make_user
-from pytest_sandtable.adapters._retry import backoff, parse_retry_after
+from pytest_sandtable.adapters import _retry
+from pytest_sandtable.adapters._common import anthropic_base_url, openai_base_url
+from pytest_sandtable.adapters._retry import backoff, parse_retry_after, should_retry
 from pytest_sandtable.adapters.claude import ClaudeAgent
 from pytest_sandtable.adapters.model_user import START
 from pytest_sandtable.adapters.openai import OpenAIAgent
 
 CLAUDE_KEY = "sk-ant-test-4b1d9e"
 OPENAI_KEY = "sk-test-user-7c2e51"
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff waits of 0.05 s, 0.1 s, ... (times the jitter) keep the fault tests fast."""
+    monkeypatch.setattr(_retry, "BACKOFF_BASE", 0.05)
 
 
 @pytest.fixture
@@ -300,7 +318,7 @@ def test_claude_hang_then_success_is_retried(domain: st.Domain, claude: FakeAnth
     [
         (RawBody(b"{not json"), "bad response from {host}: body is not JSON: '{{not json'"),
         (RawBody(b"<html>gateway</html>", content_type="text/html"),
-         "bad response from {host}: body is not JSON: '<html>gateway</html>'"),
+         "bad response from {host}: body is not JSON: HTML page 'gateway'"),
         (Reply({"id": "msg_1", "type": "message"}), "bad response from {host}: 'content' must be an array, got null"),
         (Reply({"id": "msg_1", "content": [{"type": "tool_use", "id": "t1", "name": "get_order", "input": "x"}],
                 "stop_reason": "tool_use", "usage": claude_usage()}),
@@ -431,13 +449,20 @@ def test_openai_hang(domain: st.Domain, oai: FakeOpenAI) -> None:
     ("body", "detail"),
     [
         (RawBody(b"<html>bad gateway</html>", content_type="text/html"),
-         "bad response from {host} (HTTP 200): body is not JSON: '<html>bad gateway</html>'"),
+         "bad response from {host} (HTTP 200): body is not JSON: HTML page 'bad gateway'"),
         (Reply({"id": "x", "object": "chat.completion"}), "bad response from {host}: 'choices' is missing"),
         (Reply({"choices": []}), "bad response from {host}: 'choices' must be a non-empty array"),
         (Reply({"choices": [{"message": {"content": 5}}]}),
          "bad response from {host}: choices[0].message.content must be a string, got number"),
         (Reply({"choices": [{"message": {"tool_calls": [{"function": {"arguments": "{}"}}]}}]}),
          "bad response from {host}: choices[0].message.tool_calls[0].function.name must be a string"),
+        (Reply({"choices": [{"delta": {"content": "hi"}}]}), "bad response from {host}: choices[0].message must be "
+                                                             "an object"),
+        (RawBody(b""), "bad response from {host} (HTTP 200): body is not JSON: (empty)"),
+        (RawBody(b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n',
+                 content_type="text/event-stream"),
+         "bad response from {host} (HTTP 200): the server streamed its answer (text/event-stream) although the "
+         "request said stream: false"),
     ],
 )
 def test_openai_garbage_body(domain: st.Domain, oai: FakeOpenAI, body: Reply | RawBody, detail: str) -> None:
@@ -493,7 +518,8 @@ def test_parse_retry_after(headers: dict[str, str], seconds: float | None) -> No
     assert parse_retry_after(headers, now=float(now)) == seconds
 
 
-def test_backoff_grows_with_jitter_and_a_cap() -> None:
+def test_backoff_grows_with_jitter_and_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_retry, "BACKOFF_BASE", 0.5)
     for retry, low, high in [(1, 0.25, 0.5), (2, 0.5, 1.0), (3, 1.0, 2.0), (5, 4.0, 8.0), (9, 4.0, 8.0)]:
         waits = [backoff(retry) for _ in range(200)]
         assert low <= min(waits) and max(waits) <= high
@@ -506,7 +532,9 @@ def test_backoff_grows_with_jitter_and_a_cap() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("claud:x", "cannot import module 'claud' for agent 'claud:x': No module named 'claud'"),
+        ("claud:x", "cannot import module 'claud' for agent 'claud:x': No module named 'claud'"
+                    " (is its folder on sys.path? `python -m pytest` adds the current folder; or set"
+                    " `pythonpath = .` in pytest's configuration)"),
         ("gpt-4", "unknown agent 'gpt-4'; expected 'reference', 'claude:<model>', 'openai:<model>', "
                   "'http(s)://<url>' or 'module:attr'"),
         ("claude:", "'claude:' names no model; expected claude:<model>, e.g. claude:claude-sonnet-4-5"),
@@ -585,3 +613,634 @@ def test_plugin_with_trials_in_flight(pytester: pytest.Pytester, monkeypatch: py
                                     "--sandtable-concurrency=3", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
     assert len(server.requests) == 18
+
+
+# -- OpenAI-compatible servers: the variations of the wire format they really produce -------------
+
+
+def test_openai_content_null_with_tool_calls(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools(("call_1", "get_order", {"order_id": "O-1001"}), text=None),
+             openai_text("It was delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert (result.verdict, [c["ok"] for c in result.calls]) == ("passed", [True])
+    assert result.transcript[2]["text"] == "It was delivered."
+    assert oai.bodies[1]["messages"][2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "O-1001"}'}}]}
+
+
+def test_openai_content_as_a_list_of_parts(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools(("call_1", "get_order", {"order_id": "O-1001"}), text=openai_parts("Checking.")),
+             openai_text([{"type": "text", "text": "It was "}, {"type": "output_text", "text": "delivered."},
+                          {"type": "reasoning", "text": "(hidden)"}]),
+             openai_text(openai_parts("Bye.")))
+    result = trial(domain, openai_agent(oai))
+    assert [e.get("text") for e in result.transcript if e["role"] == "agent"] == [
+        "Checking.\n\nIt was delivered.", "Bye."]
+    assert oai.bodies[1]["messages"][2]["content"] == "Checking."  # sent back as plain text
+    assert oai.bodies[2]["messages"][4] == {"role": "assistant", "content": "It was delivered."}
+
+
+def test_openai_arguments_as_an_object(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools(("call_1", "get_order", {"order_id": "O-1001"}), objects=True, finish_reason="stop"),
+             openai_text("Delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert [(c["args"], c["ok"]) for c in result.calls] == [({"order_id": "O-1001"}, True)]
+    # sent back as JSON text, as the API has it
+    assert oai.bodies[1]["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"order_id": "O-1001"}'
+
+
+def test_openai_empty_null_or_missing_arguments(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools(("c1", "get_order", ""), ("c2", "get_order", None), ("c3", "get_order", OMIT),
+                          ("c4", "get_order", "  ")),
+             openai_text("Which order?"), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert [(c["args"], c["ok"]) for c in result.calls] == [({}, False)] * 4  # get_order needs an order_id
+    assert [c["function"]["arguments"] for c in oai.bodies[1]["messages"][2]["tool_calls"]] == ["{}"] * 4
+    assert runtime_details(result) == []
+
+
+def test_openai_arguments_encoded_twice(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools(("c1", "get_order", json.dumps(json.dumps({"order_id": "O-1001"})))),
+             openai_text("Delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert [(c["args"], c["ok"]) for c in result.calls] == [({"order_id": "O-1001"}, True)]
+
+
+def test_unexpected_client_errors_are_one_masked_line() -> None:
+    async def attempt() -> None:
+        raise KeyError(f"header Authorization: Bearer {OPENAI_KEY}")
+
+    caller = _retry.Caller("openai agent gpt-test", "127.0.0.1:9", st.AgentError, 3, 1.0, (OPENAI_KEY,))
+    with pytest.raises(st.AgentError) as e:
+        asyncio.run(caller.call(attempt))
+    assert str(e.value) == ("openai agent gpt-test: unexpected error talking to 127.0.0.1:9: KeyError: "
+                            "'header Authorization: Bearer ***'")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+def test_openai_missing_empty_or_repeated_tool_call_ids(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_tools((OMIT, "get_order", {"order_id": "O-1001"}), ("", "get_order", {"order_id": "O-1"}),
+                          (None, "get_order", {"order_id": "O-2"}), finish_reason=OMIT),
+             openai_tools(("call_0", "get_order", {"order_id": "O-3"}), ("call_0", "get_order", {"order_id": "O-4"})),
+             openai_text("Delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert len(result.calls) == 5
+    second, third = oai.bodies[1]["messages"], oai.bodies[2]["messages"]
+    assert [c["id"] for c in second[2]["tool_calls"]] == ["call00001", "call00002", "call00003"]
+    assert [m["tool_call_id"] for m in second[3:]] == ["call00001", "call00002", "call00003"]
+    assert [c["id"] for c in third[6]["tool_calls"]] == ["call_0", "call00004"]  # a server's own id is kept
+    assert [m["tool_call_id"] for m in third[7:]] == ["call_0", "call00004"]
+
+
+def test_openai_legacy_function_call(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_function_call("get_order", {"order_id": "O-1001"}), openai_text("Delivered."),
+             openai_text("Bye."))
+    result = trial(domain, openai_agent(oai))
+    assert [(c["tool"], c["ok"]) for c in result.calls] == [("get_order", True)]
+    assert oai.bodies[1]["messages"][2:] == [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call00001", "type": "function",
+             "function": {"name": "get_order", "arguments": '{"order_id": "O-1001"}'}}]},
+        {"role": "tool", "tool_call_id": "call00001", "content": json.dumps(
+            {"order_id": "O-1001", "customer": "Ada Quill", "total": 42.5, "status": "delivered"})},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (OMIT, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),  # Ollama, llama.cpp
+        (None, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),
+        ({"total_tokens": 30}, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),
+        ({"prompt_tokens": 12.0, "completion_tokens": 3, "prompt_tokens_details": None},
+         {"input": 12, "output": 3, "cache_read": 0, "cache_write": 0}),
+        ({"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 60},
+          "cache_creation_input_tokens": 30}, {"input": 10, "output": 5, "cache_read": 60, "cache_write": 30}),
+        ({"prompt_tokens": 100, "completion_tokens": 5, "prompt_cache_hit_tokens": 40, "prompt_cache_miss_tokens": 60},
+         {"input": 60, "output": 5, "cache_read": 40, "cache_write": 0}),  # DeepSeek
+        ({"prompt_tokens": -4, "completion_tokens": "7", "prompt_tokens_details": {"cached_tokens": None}},
+         {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),
+    ],
+)
+def test_openai_usage_missing_null_or_partial(domain: st.Domain, oai: FakeOpenAI, usage: Any,
+                                              expected: dict[str, int]) -> None:
+    oai.push(openai_text("Delivered.", usage), openai_text("Bye.", usage))
+    result = trial(domain, openai_agent(oai))
+    assert runtime_details(result) == []
+    assert result.usage["agent"] == {"gpt-test": {k: 2 * v for k, v in expected.items()} | {"calls": 2}}
+
+
+def test_openai_reasoning_and_refusal(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_text("<think>\nThe user wants order O-1001.\n</think>\n\nIt was delivered.",
+                         reasoning_content="(split off by vLLM)"),
+             openai_text(None, refusal="I can't help with that."))
+    result = trial(domain, openai_agent(oai))
+    assert [e.get("text") for e in result.transcript if e["role"] == "agent"] == [
+        "It was delivered.", "I can't help with that."]
+    assert oai.bodies[1]["messages"][2] == {"role": "assistant", "content": "It was delivered."}
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (Reply({"error": {"message": "Invalid model name", "code": 400}}),
+         "error from {host} (HTTP 200, code 400): Invalid model name"),
+        (Reply({"error": "litellm.BadRequestError: unknown provider"}),
+         "error from {host} (HTTP 200): litellm.BadRequestError: unknown provider"),
+        (Reply({"error": {"code": "context_length_exceeded"}, "choices": []}),
+         "error from {host} (HTTP 200): context_length_exceeded"),
+    ],
+)
+def test_openai_200_with_an_error_body_that_is_final(domain: st.Domain, oai: FakeOpenAI, body: Reply,
+                                                     detail: str) -> None:
+    oai.push(body)
+    result = trial(domain, openai_agent(oai))
+    assert runtime_details(result) == ["openai agent gpt-test: " + detail.format(host=oai.host)]
+    assert len(oai.requests) == 1
+
+
+def test_openai_200_with_a_transient_error_body_is_retried(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(Reply({"error": {"message": "Upstream provider overloaded", "code": 502}}),
+             Reply({"choices": [{"index": 0, "message": {"role": "assistant", "content": "partial"},
+                                 "finish_reason": "error", "error": {"message": "provider disconnected"}}]}),
+             openai_text("Delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai, retries=2))
+    assert runtime_details(result) == []
+    assert len(oai.requests) == 4
+    assert result.usage["agent"]["gpt-test"]["calls"] == 2  # failed attempts are not counted
+    oai.push(*[Reply({"error": {"message": "Upstream provider overloaded", "code": "503"}})] * 2)
+    result = trial(domain, openai_agent(oai, retries=1))
+    assert runtime_details(result) == [f"openai agent gpt-test: error from {oai.host} (HTTP 200, code 503) "
+                                       "after 2 attempts: Upstream provider overloaded"]
+
+
+NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+             b"</center>\r\n<hr><center>nginx/1.27.0</center>\r\n</body>\r\n</html>\r\n")
+CLOUDFLARE_524 = (b"<!DOCTYPE html>\n<!--[if lt IE 7]> <html class=\"no-js ie6 oldie\" lang=\"en-US\"> <![endif]-->\n"
+                  b"<head><style>body{margin:0}</style><title>example.com | 524: A timeout occurred</title>"
+                  b"<script>var x = 1;</script></head><body><h1>A timeout occurred</h1></body></html>")
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (RawBody(b"Bad Gateway", 502, "text/plain"), "'Bad Gateway'"),
+        (RawBody(b"upstream connect error or disconnect/reset before headers. reset reason: overflow", 503,
+                 "text/plain"), "'upstream connect error or disconnect/reset before headers. reset reason: overflow'"),
+        (RawBody(NGINX_502, 502, "text/html"), "HTML page '502 Bad Gateway'"),
+        (RawBody(CLOUDFLARE_524, 524, "text/html; charset=UTF-8"), "HTML page 'example.com | 524: A timeout occurred'"),
+        (RawBody(b"<html><body><p>Service <b>Unavailable</b></p></body></html>", 503, "text/html"),
+         "HTML page 'Service Unavailable'"),
+        (RawBody(b"", 504, "text/plain"), ""),
+    ],
+)
+def test_openai_proxy_error_pages(domain: st.Domain, oai: FakeOpenAI, body: RawBody, detail: str) -> None:
+    oai.push(body, body)
+    result = trial(domain, openai_agent(oai, retries=1))
+    tail = f": {detail}" if detail else ""
+    assert runtime_details(result) == [
+        f"openai agent gpt-test: HTTP {body.status} from {oai.host} after 2 attempts{tail}"]
+
+
+def test_openai_proxy_502_then_success(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(RawBody(NGINX_502, 502, "text/html"), RawBody(b"Bad Gateway", 502, "text/plain"),
+             openai_text("Delivered."), openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai))) == []
+    assert len(oai.requests) == 4
+
+
+def test_openai_x_should_retry_overrides_the_status(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_error(409, "conflict", headers={"x-should-retry": "true"}), openai_text("Delivered."),
+             openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai))) == []
+    assert len(oai.requests) == 3
+    oai.push(openai_error(503, "quota exhausted", headers={"x-should-retry": "false"}))
+    assert runtime_details(trial(domain, openai_agent(oai))) == [
+        f"openai agent gpt-test: HTTP 503 from {oai.host}: quota exhausted"]
+    assert len(oai.requests) == 4
+
+
+def test_openai_redirect_is_explained(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(RawBody(b"", 308, "text/plain", {"location": "https://user:pw@llm.example.com/v1/chat/completions"}))
+    assert runtime_details(trial(domain, openai_agent(oai))) == [
+        f"openai agent gpt-test: HTTP 308 from {oai.host}: redirected to "
+        "https://llm.example.com/v1/chat/completions; give that address as the base URL"]
+
+
+# -- OpenAI-compatible servers that reject a parameter the run added ----------------------------
+
+
+def test_openai_rejected_seed_is_dropped_for_the_endpoint(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(Reply({"error": {"message": "Unrecognized request argument supplied: seed",
+                              "type": "invalid_request_error", "param": None, "code": None}}, 400),
+             openai_text("Delivered."), openai_text("Bye."))
+    result = trial(domain, openai_agent(oai, retries=0))
+    assert runtime_details(result) == []
+    assert ["seed" in b for b in oai.bodies] == [True, False, False]  # dropped once, for later calls too
+
+
+def test_openai_rejected_seed_in_a_fastapi_422(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(Reply({"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs are not "
+                                "permitted", "input": 1}]}, 422),
+             openai_text("Delivered."), openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai, retries=0))) == []
+    assert ["seed" in b for b in oai.bodies] == [True, False, False]
+
+
+def test_openai_max_tokens_renamed_when_the_server_asks(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                               "Use 'max_completion_tokens' instead.", "invalid_request_error"),
+             openai_text("Delivered."), openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai, retries=0))) == []
+    assert [(b.get("max_tokens"), b.get("max_completion_tokens")) for b in oai.bodies] == [
+        (4096, None), (None, 4096), (None, 4096)]
+
+
+def test_openai_max_tokens_dropped_when_too_large_for_the_context(domain: st.Domain, oai: FakeOpenAI) -> None:
+    # vLLM, with a small --max-model-len: without the limit the output is bounded by the context left anyway
+    oai.push(Reply({"object": "error", "message": "'max_tokens' or 'max_completion_tokens' is too large: 4096. This "
+                    "model's maximum context length is 2048 tokens and your request has 612 input tokens "
+                    "(4096 > 2048 - 612).", "type": "BadRequestError", "param": None, "code": 400}, 400),
+             openai_text("Delivered."), openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai, retries=0))) == []
+    assert [("max_tokens" in b, "max_completion_tokens" in b) for b in oai.bodies] == [(True, False), (False, False),
+                                                                                       (False, False)]
+
+
+def test_openai_null_content_refused_becomes_an_empty_string(domain: st.Domain, oai: FakeOpenAI) -> None:
+    # Ollama's OpenAI endpoint answers this to an assistant message with tool calls and content null
+    oai.push(openai_tools(("call_1", "get_order", {"order_id": "O-1001"})),
+             Reply({"error": {"message": "invalid message content type: <nil>", "type": "invalid_request_error",
+                              "param": None, "code": None}}, 400),
+             openai_text("Delivered."), openai_text("Bye."))
+    assert runtime_details(trial(domain, openai_agent(oai, retries=0))) == []
+    assert [b["messages"][2]["content"] for b in oai.bodies[1:]] == [None, "", ""]
+
+
+def test_openai_rejected_temperature_is_not_dropped(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_error(400, "Unsupported value: 'temperature' does not support 0.2 with this model. Only the "
+                               "default (1) value is supported.", "invalid_request_error"))
+    result = trial(domain, openai_agent(oai, temperature=0.2))
+    assert runtime_details(result) == [
+        f"openai agent gpt-test: HTTP 400 from {oai.host}: Unsupported value: 'temperature' does not support 0.2 "
+        "with this model. Only the default (1) value is supported."]
+    assert len(oai.requests) == 1
+
+
+def test_openai_a_400_that_keeps_coming_is_reported_once_adjusted(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(*[openai_error(400, "seed: extra fields not permitted")] * 3)
+    result = trial(domain, openai_agent(oai))
+    assert runtime_details(result) == [f"openai agent gpt-test: HTTP 400 from {oai.host}: "
+                                       "seed: extra fields not permitted"]
+    assert len(oai.requests) == 2  # the first, and one without the seed
+
+
+# -- base URLs ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+        ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000/v1"),
+        (" http://127.0.0.1:8000/v1/chat/completions ", "http://127.0.0.1:8000/v1"),
+        ("http://127.0.0.1:11434", "http://127.0.0.1:11434/v1"),
+        ("http://127.0.0.1:4000/", "http://127.0.0.1:4000/v1"),
+        ("localhost:11434", "http://localhost:11434/v1"),
+        ("https://openrouter.ai/api/v1", "https://openrouter.ai/api/v1"),
+        ("https://gw.example.com/openai?api-version=2024-10-21", "https://gw.example.com/openai?api-version=2024-10-21"),
+    ],
+)
+def test_openai_base_url_normalised(given: str, base: str) -> None:
+    assert openai_base_url(given) == base
+
+
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        (None, None),
+        ("", None),
+        ("  ", None),
+        ("https://api.anthropic.com", "https://api.anthropic.com"),
+        ("http://127.0.0.1:4000/anthropic/", "http://127.0.0.1:4000/anthropic"),
+        ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080"),
+        ("http://127.0.0.1:8080/v1/messages", "http://127.0.0.1:8080"),
+        ("127.0.0.1:8080/", "http://127.0.0.1:8080"),
+    ],
+)
+def test_anthropic_base_url_normalised(given: str | None, base: str | None) -> None:
+    assert anthropic_base_url(given) == base
+
+
+@pytest.mark.parametrize("tail", ["", "/", "/v1", "/v1/", "/v1/chat/completions"])
+def test_openai_requests_go_to_v1_chat_completions(domain: st.Domain, oai: FakeOpenAI, tail: str) -> None:
+    oai.push(openai_text("Delivered."), openai_text("Bye."))
+    agent = OpenAIAgent("gpt-test", AdapterOptions(timeout=5.0, agent_base_url=f"http://{oai.host}{tail}"))
+    assert runtime_details(trial(domain, agent)) == []
+    assert [r.path for r in oai.requests] == ["/v1/chat/completions"] * 2
+
+
+class RootOpenAI(FakeOpenAI):
+    """A server with the API at /chat/completions only (no /v1)."""
+
+    path = "/chat/completions"
+
+
+def test_openai_bare_base_url_falls_back_to_the_root(domain: st.Domain) -> None:
+    with RootOpenAI([openai_text("Delivered."), openai_text("Bye.")]) as server:
+        agent = OpenAIAgent("gpt-test", AdapterOptions(timeout=5.0, retries=0, agent_base_url=f"http://{server.host}"))
+        assert runtime_details(trial(domain, agent)) == []
+        # the 404 at /v1 is not counted as an answer; later calls go straight to the root
+        assert [r.path for r in server.requests] == ["/v1/chat/completions", "/chat/completions",
+                                                     "/chat/completions"]
+
+
+def test_openai_404_for_a_model_is_reported_as_such(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_error(404, 'model "qwen9:1b" not found, try pulling it first', "api_error"))
+    agent = OpenAIAgent("qwen9:1b", AdapterOptions(timeout=5.0, agent_base_url=f"http://{oai.host}"))
+    result = trial(domain, agent)
+    assert runtime_details(result) == [f"openai agent qwen9:1b: HTTP 404 from {oai.host}: "
+                                       'model "qwen9:1b" not found, try pulling it first']
+    assert [r.path for r in oai.requests] == ["/v1/chat/completions", "/chat/completions"]
+
+
+def test_openai_base_url_keeps_its_query(domain: st.Domain, oai: FakeOpenAI) -> None:
+    oai.push(openai_text("Delivered."), openai_text("Bye."))
+    agent = OpenAIAgent("gpt-test", AdapterOptions(timeout=5.0, agent_base_url=f"{oai.base_url}?api-version=2024"))
+    assert runtime_details(trial(domain, agent)) == []
+    assert oai.requests[0].path == "/v1/chat/completions?api-version=2024"
+
+
+def test_anthropic_base_url_with_v1_and_blank_environment(domain: st.Domain, claude: FakeAnthropic,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.base_url + "/v1/")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CLAUDE_KEY)
+    claude.push(claude_text("Delivered."), claude_text("Bye."))
+    agent, _ = make_agent("claude:claude-test", AdapterOptions(timeout=5.0))
+    assert runtime_details(trial(domain, agent)) == []
+    assert [r.path for r in claude.requests] == ["/v1/messages"] * 2
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "")  # blank: the public API, not an empty URL
+    agent, _ = make_agent("claude:claude-test", AdapterOptions(timeout=5.0))
+    assert agent._api.base_url == "https://api.anthropic.com"  # type: ignore[attr-defined]
+
+
+# -- Claude (and Anthropic-compatible servers): variations --------------------------------------------
+
+
+def test_claude_pause_turn_sends_the_response_back(domain: st.Domain, claude: FakeAnthropic) -> None:
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "O-1001"}}
+    claude.push(claude_message([{"type": "text", "text": "Let me search."}, search], "pause_turn"),
+                claude_text("It was delivered."), claude_text("Bye."))
+    result = trial(domain, claude_agent(claude))
+    assert runtime_details(result) == []
+    assert result.transcript[1]["text"] == "Let me search.\n\nIt was delivered."
+    assert claude.bodies[1]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Hi, where is my order O-1001?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me search."}, search]},
+    ]
+
+
+def test_claude_refusal_after_text_keeps_what_was_said(domain: st.Domain, claude: FakeAnthropic) -> None:
+    claude.push(claude_tools(("toolu_1", "get_order", {"order_id": "O-1001"}), text="Let me check."),
+                claude_message([], "refusal"), claude_text("Bye."))
+    result = trial(domain, claude_agent(claude))
+    assert runtime_details(result) == []
+    assert result.transcript[2]["text"] == "Let me check."
+    # the refused response is not in the history; the next user message follows the tool results
+    assert [m["role"] for m in claude.bodies[2]["messages"]] == ["user", "assistant", "user"]
+    assert [b["type"] for b in claude.bodies[2]["messages"][2]["content"]] == ["tool_result", "text"]
+
+
+def test_claude_thinking_redacted_and_server_tool_blocks_kept_in_history(domain: st.Domain,
+                                                                          claude: FakeAnthropic) -> None:
+    blocks = [
+        claude_thinking("The customer wants the status."),
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "carrier"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+        {"type": "text", "text": "Checking.", "citations": None},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"order_id": "O-1001"}},
+        {"type": "some_future_block", "payload": {"x": 1}},
+    ]
+    claude.push(claude_message(blocks, "tool_use"), claude_text("Delivered."), claude_text("Bye."))
+    result = trial(domain, claude_agent(claude))
+    assert runtime_details(result) == []
+    assert claude.bodies[1]["messages"][1] == {"role": "assistant", "content": blocks}
+
+
+def test_claude_tool_use_without_id_or_input(domain: st.Domain, claude: FakeAnthropic) -> None:
+    claude.push(claude_message([{"type": "tool_use", "name": "get_order", "input": '{"order_id": "O-1001"}'},
+                                {"type": "tool_use", "id": "", "name": "get_order", "input": None}], "end_turn"),
+                claude_text("Delivered."), claude_text("Bye."))
+    result = trial(domain, claude_agent(claude))
+    assert [(c["args"], c["ok"]) for c in result.calls] == [({"order_id": "O-1001"}, True), ({}, False)]
+    sent = claude.bodies[1]["messages"]
+    assert [(b["id"], b["input"]) for b in sent[1]["content"]] == [
+        ("toolu_sandtable_0001", {"order_id": "O-1001"}), ("toolu_sandtable_0002", {})]
+    assert [r["tool_use_id"] for r in sent[2]["content"]] == ["toolu_sandtable_0001", "toolu_sandtable_0002"]
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (OMIT, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),
+        (None, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}),
+        ({"input_tokens": 7, "output_tokens": None}, {"input": 7, "output": 0, "cache_read": 0, "cache_write": 0}),
+        ({"input_tokens": 7, "output_tokens": 2, "cache_read_input_tokens": 50, "cache_creation_input_tokens": None,
+          "cache_creation": {"ephemeral_5m_input_tokens": 20, "ephemeral_1h_input_tokens": 10}},
+         {"input": 7, "output": 2, "cache_read": 50, "cache_write": 30}),
+    ],
+)
+def test_claude_usage_missing_null_or_partial(domain: st.Domain, claude: FakeAnthropic, usage: Any,
+                                              expected: dict[str, int]) -> None:
+    claude.push(claude_text("Delivered.", usage), claude_text("Bye.", usage))
+    result = trial(domain, claude_agent(claude))
+    assert runtime_details(result) == []
+    assert result.usage["agent"] == {"claude-test": {k: 2 * v for k, v in expected.items()} | {"calls": 2}}
+
+
+def test_claude_529_overloaded_then_success(domain: st.Domain, claude: FakeAnthropic) -> None:
+    overloaded = claude_error(529, "overloaded_error", "Overloaded")
+    claude.push(overloaded, overloaded,
+                claude_text("Delivered.", claude_usage(30, 6)), claude_text("Bye.", claude_usage(40, 2)))
+    result = trial(domain, claude_agent(claude, retries=2))
+    assert runtime_details(result) == []
+    assert len(claude.requests) == 4
+    assert result.usage["agent"] == {"claude-test": {"input": 70, "output": 8, "cache_read": 0, "cache_write": 0,
+                                                     "calls": 2}}
+
+
+def test_claude_error_in_a_200_body(domain: st.Domain, claude: FakeAnthropic) -> None:
+    overloaded = Reply({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    claude.push(overloaded, claude_text("Delivered."), claude_text("Bye."))
+    assert runtime_details(trial(domain, claude_agent(claude))) == []
+    assert len(claude.requests) == 3
+    claude.push(Reply({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}}))
+    assert runtime_details(trial(domain, claude_agent(claude))) == [
+        f"claude agent claude-test: error from {claude.host} (HTTP 200, invalid_request_error): prompt is too long"]
+    assert len(claude.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (RawBody(b"Bad Gateway", 502, "text/plain"), "'Bad Gateway'"),
+        (RawBody(NGINX_502, 502, "text/html"), "HTML page '502 Bad Gateway'"),
+    ],
+)
+def test_claude_proxy_error_pages(domain: st.Domain, claude: FakeAnthropic, body: RawBody, detail: str) -> None:
+    claude.push(body, body)
+    assert runtime_details(trial(domain, claude_agent(claude, retries=1))) == [
+        f"claude agent claude-test: HTTP 502 from {claude.host} after 2 attempts: {detail}"]
+    claude.push(body, claude_text("Delivered."), claude_text("Bye."))
+    assert runtime_details(trial(domain, claude_agent(claude, retries=1))) == []
+
+
+def test_claude_context_window_exceeded_with_text_ends_the_turn(domain: st.Domain, claude: FakeAnthropic) -> None:
+    claude.push(claude_text("Your order O-1001 was deliv", stop_reason="model_context_window_exceeded"),
+                claude_text("Bye."))
+    result = trial(domain, claude_agent(claude))
+    assert runtime_details(result) == []
+    assert result.transcript[1]["text"] == "Your order O-1001 was deliv"
+
+
+def test_should_retry() -> None:
+    assert [should_retry(s, {}) for s in (400, 401, 404, 408, 409, 429, 500, 529)] == [
+        False, False, False, True, False, True, True, True]
+    assert should_retry(409, {"x-should-retry": "true"}) and not should_retry(529, {"x-should-retry": "false"})
+    assert should_retry(500, {"x-should-retry": "maybe"})
+
+
+# -- faults: resets, slow servers, and nothing hangs ---------------------------------------------------
+
+
+def _agent_for(kind: str, server: Any, **options: Any) -> Any:
+    return claude_agent(server, **options) if kind == "claude" else openai_agent(server, **options)
+
+
+def _fake(kind: str) -> Any:
+    return FakeAnthropic() if kind == "claude" else FakeOpenAI()
+
+
+def _texts_for(kind: str, *texts: str) -> list[Reply]:
+    return [claude_text(t) if kind == "claude" else openai_text(t) for t in texts]
+
+
+@pytest.mark.parametrize("kind", ["claude", "openai"])
+@pytest.mark.parametrize("reset", [False, True])
+def test_connection_reset_mid_body(domain: st.Domain, kind: str, reset: bool) -> None:
+    with _fake(kind) as server:
+        whole = _texts_for(kind, "Delivered.")[0].body
+        server.push(Cut(whole, keep=25, reset=reset), *_texts_for(kind, "Delivered.", "Bye."))
+        assert runtime_details(trial(domain, _agent_for(kind, server, retries=1))) == []
+        assert len(server.requests) == 3
+        server.push(Cut(whole, keep=25, reset=reset), Cut(whole, keep=25, reset=reset))
+        what = "dropped" if reset else "dropped in the middle of the response"
+        assert runtime_details(trial(domain, _agent_for(kind, server, retries=1))) == [
+            f"{kind} agent {'claude-test' if kind == 'claude' else 'gpt-test'}: connection to {server.host} {what} "
+            "after 2 attempts"]
+
+
+@pytest.mark.parametrize("kind", ["claude", "openai"])
+def test_slow_server_within_the_timeout_is_not_a_hang(domain: st.Domain, kind: str) -> None:
+    with _fake(kind) as server:
+        first, second = _texts_for(kind, "Delivered.", "Bye.")
+        server.push(Delay(0.35, first), Delay(0.35, second))
+        result = trial(domain, _agent_for(kind, server, timeout=0.5, retries=0))
+        assert runtime_details(result) == []
+        assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("kind", ["claude", "openai"])
+@pytest.mark.parametrize("headers", [False, True])
+def test_trickling_server_is_bounded_per_attempt(domain: st.Domain, kind: str, headers: bool) -> None:
+    with _fake(kind) as server:
+        server.push(Trickle(0.05, headers=headers), Trickle(0.05, headers=headers))
+        started = time.monotonic()
+        result = trial(domain, _agent_for(kind, server, timeout=0.3, retries=1))
+        elapsed = time.monotonic() - started
+        model = "claude-test" if kind == "claude" else "gpt-test"
+        assert runtime_details(result) == [
+            f"{kind} agent {model}: no response from {server.host} within 0.3s after 2 attempts"]
+        assert len(server.requests) == 2
+        assert 0.6 <= elapsed < 1.5  # two attempts of 0.3 s and a short backoff
+
+
+@pytest.mark.parametrize("kind", ["claude", "openai"])
+def test_server_that_accepts_and_never_reads(domain: st.Domain, kind: str) -> None:
+    with Blackhole() as hole:
+        if kind == "claude":
+            agent: Any = ClaudeAgent("claude-test", AdapterOptions(timeout=0.3, retries=1), api_key=CLAUDE_KEY,
+                                     base_url=f"http://{hole.host}")
+        else:
+            agent = OpenAIAgent("gpt-test", AdapterOptions(timeout=0.3, retries=1,
+                                                           agent_base_url=f"http://{hole.host}/v1"))
+        started = time.monotonic()
+        result = trial(domain, agent)
+        assert time.monotonic() - started < 2.0
+        model = "claude-test" if kind == "claude" else "gpt-test"
+        assert runtime_details(result) == [f"{kind} agent {model}: no response from {hole.host} within 0.3s "
+                                           "after 2 attempts"]
+
+
+def test_within_abandons_an_attempt_that_ignores_cancellation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_retry, "GRACE", 0.1)
+
+    async def stubborn() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.5)  # e.g. closing a stalled connection, shielded
+        return "never used"
+
+    async def main() -> float:
+        started = time.monotonic()
+        with pytest.raises(_retry.TimedOut):
+            await _retry.within(stubborn(), 0.2)
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(main())
+    assert 0.25 <= elapsed < 0.6
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+
+
+def _echo_auth(make: Any) -> Any:
+    def step(req: Any) -> Any:
+        return make(f"bad credentials in header Authorization: {req.headers.get('authorization')}")
+    return step
+
+
+@pytest.mark.parametrize("kind", ["claude", "openai"])
+def test_key_never_leaks_when_the_server_echoes_the_authorization_header(
+        domain: st.Domain, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    key = CLAUDE_KEY if kind == "claude" else OPENAI_KEY
+    with _fake(kind) as server:
+        if kind == "claude":
+            server.push(_echo_auth(lambda m: claude_error(401, "authentication_error", m)))
+            agent: Any = claude_agent(server)
+        else:
+            server.push(_echo_auth(lambda m: RawBody(m.encode(), 401, "text/plain")))
+            agent = openai_agent(server, api_key=key)
+        result = trial(domain, agent)
+    [detail] = runtime_details(result)
+    assert "Authorization: Bearer ***" in detail
+    assert key not in json.dumps(result.to_dict())
+    assert key not in caplog.text
+    assert key not in repr(agent) and key not in repr(agent._api)
+    assert key not in repr(vars(agent)) and key not in str(vars(agent._api).get("_clients"))
+
+
+def test_credentials_in_the_base_url_are_never_shown(domain: st.Domain, oai: FakeOpenAI) -> None:
+    url = f"http://bob:hunter22@{oai.host}/v1?api_key=qs-secret-99&api-version=2024"
+    oai.push(lambda req: openai_error(500, f"cannot use {req.headers['authorization']} with {req.path}"))
+    agent = OpenAIAgent("gpt-test", AdapterOptions(timeout=5.0, retries=0, agent_base_url=url))
+    result = trial(domain, agent)
+    # httpx sends the URL's user and password as basic auth; the server quotes it and the URL back
+    assert oai.requests[0].headers["authorization"] == "Basic Ym9iOmh1bnRlcjIy"
+    assert runtime_details(result) == [f"openai agent gpt-test: HTTP 500 from {oai.host}: cannot use Basic *** with "
+                                       "/v1/chat/completions?api_key=***&api-version=2024"]
+    shown = repr(agent) + repr(agent._api) + json.dumps(result.to_dict())
+    assert "hunter22" not in shown and "qs-secret-99" not in shown and "Ym9iOmh1bnRlcjIy" not in shown

@@ -13,11 +13,15 @@ from typing import Any
 
 import pytest
 from fakes import (
+    Blackhole,
+    Cut,
+    Delay,
     Drop,
     FakeStepService,
     Hang,
     RawBody,
     Reply,
+    Trickle,
     runtime_details,
     shop_domain,
     step_calls,
@@ -183,7 +187,7 @@ def test_connection_refused_is_retried(domain: st.Domain) -> None:
     ("body", "detail"),
     [
         (RawBody(b"<html>502</html>", content_type="text/html"),
-         "bad response from {host} (HTTP 200): body is not JSON: '<html>502</html>'"),
+         "bad response from {host} (HTTP 200): body is not JSON: HTML page '502'"),
         (Reply([1, 2]), "bad response from {host}: expected a JSON object, got array"),
         (Reply({"protocol": "sandtable-step/2", "reply": "hi"}),
          "bad response from {host}: the service speaks 'sandtable-step/2', this run speaks 'sandtable-step/1'"),
@@ -216,3 +220,52 @@ def test_token_from_the_environment(domain: st.Domain, svc: FakeStepService, mon
     assert svc.requests[0].headers["authorization"] == f"Bearer {TOKEN}"
     assert runtime_details(result) == [f"http agent: HTTP 403 from {svc.host}: token *** is not allowed"]
     assert TOKEN not in json.dumps(result.to_dict())
+
+
+# -- faults on the wire ---------------------------------------------------------------------------------
+
+
+def test_reset_in_the_middle_of_the_answer_is_not_retried(domain: st.Domain, svc: FakeStepService) -> None:
+    svc.push(Cut(step_reply("Delivered.").body, keep=12), step_reply("never sent"))
+    result = trial(domain, agent_for(svc.url))
+    assert runtime_details(result) == [f"http agent: connection to {svc.host} dropped in the middle of the response"]
+    assert len(svc.requests) == 1
+
+
+def test_slow_step_within_the_timeout(domain: st.Domain, svc: FakeStepService) -> None:
+    svc.push(Delay(0.5, step_reply("Delivered.")), step_reply("Bye."))
+    assert runtime_details(trial(domain, agent_for(svc.url, timeout=1.0))) == []
+
+
+def test_trickling_service_is_bounded(domain: st.Domain, svc: FakeStepService) -> None:
+    svc.push(Trickle(0.05))
+    started = time.monotonic()
+    result = trial(domain, agent_for(svc.url, timeout=0.4, retries=3))
+    assert time.monotonic() - started < 1.5
+    assert runtime_details(result) == [f"http agent: no response from {svc.host} within 0.4s"]
+    assert len(svc.requests) == 1
+
+
+def test_service_that_never_reads(domain: st.Domain) -> None:
+    with Blackhole() as hole:
+        started = time.monotonic()
+        result = trial(domain, agent_for(f"http://{hole.host}/step", timeout=0.3, retries=3))
+        assert time.monotonic() - started < 1.5
+        assert runtime_details(result) == [f"http agent: no response from {hole.host} within 0.3s"]
+
+
+def test_proxy_error_pages(domain: st.Domain, svc: FakeStepService) -> None:
+    svc.push(RawBody(b"<html><head><title>503 Service Temporarily Unavailable</title></head></html>", 503, "text/html"),
+             RawBody(b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>", 502, "text/html"))
+    result = trial(domain, agent_for(svc.url, retries=1))  # 503 is retried, 502 is not
+    assert runtime_details(result) == [
+        f"http agent: HTTP 502 from {svc.host} after 2 attempts: HTML page '502 Bad Gateway'"]
+    assert len(svc.requests) == 2
+
+
+def test_secrets_in_the_url_are_masked_when_echoed(domain: st.Domain, svc: FakeStepService) -> None:
+    svc.push(lambda req: Reply({"error": f"no access for {req.path}"}, 403))
+    agent = agent_for(f"{svc.url}?token=url-token-4471", token=TOKEN)
+    result = trial(domain, agent)
+    assert runtime_details(result) == [f"http agent: HTTP 403 from {svc.host}: no access for /step?token=***"]
+    assert "url-token-4471" not in json.dumps(result.to_dict()) + repr(agent)

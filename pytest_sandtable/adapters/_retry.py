@@ -3,13 +3,17 @@
 The policy (documented in docs/agents.md):
 
 - Each attempt gets ``options.timeout`` seconds as a whole, from sending the request to
-  the parsed body, enforced here with :func:`asyncio.wait_for` on top of the client's
-  own timeouts, so a server that trickles bytes cannot stretch it.
+  the parsed body, enforced here by :func:`within` on top of the client's own timeouts,
+  so a server that trickles bytes cannot stretch it, and an attempt that does not
+  give up when cancelled is abandoned after a short grace period.
 - Transient failures are retried up to ``options.retries`` times: HTTP 408, 429 and
   every 5xx (529 "overloaded" included), a refused, reset or dropped connection, and a
-  timed-out attempt. Model calls have no side effects, so all of these are safe to
-  repeat. The HTTP step agent, whose service may act on a request, retries less (see
-  :mod:`pytest_sandtable.adapters.http_agent`).
+  timed-out attempt. A server's ``x-should-retry: true|false`` header overrides the
+  status (Anthropic and OpenAI send it). Model calls have no side effects, so all of
+  these are safe to repeat. The HTTP step agent, whose service may act on a request,
+  retries less (see :mod:`pytest_sandtable.adapters.http_agent`).
+- A request the adapter changed to suit the server (:class:`Again`) is sent again at
+  once and not counted as an attempt.
 - Before retry *n* we wait what the server asked for (``retry-after-ms``, or
   ``retry-after`` in seconds or as an HTTP date), capped at :data:`RETRY_AFTER_CAP`;
   without one, exponential backoff ``0.5 s * 2**(n-1)`` capped at 8 s, times a random
@@ -81,6 +85,57 @@ class TimedOut(Exception):
     """The client's own timeout fired (treated like the attempt's deadline)."""
 
 
+class Again(Exception):
+    """The adapter changed the request to suit the server (e.g. dropped a parameter the
+    server rejected): send it again at once. Not counted as an attempt; an adapter
+    raises it only after a change it makes at most once, so it cannot loop."""
+
+
+MAX_AGAIN = 8
+"""Immediate re-sends (:class:`Again`) allowed in one call, as a safety net."""
+GRACE = 1.0
+"""Seconds an attempt is given to finish after its deadline cancelled it."""
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def within(aw: Awaitable[T], timeout: float) -> T:
+    """Await ``aw`` for at most ``timeout`` seconds, then raise :class:`TimedOut`.
+
+    Unlike :func:`asyncio.wait_for`, this does not wait without end for a cancelled
+    attempt to finish (a client closing a stalled connection, say): after
+    :data:`GRACE` seconds it is left to finish on its own.
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=min(GRACE, timeout))
+        if task.done() and not task.cancelled() and task.exception() is None:
+            return task.result()  # it finished just as its time ran out
+        if not task.done():
+            task.add_done_callback(_consume)
+        raise TimedOut()  # however the cancelled attempt ended
+    return task.result()
+
+
+def should_retry(status: int, headers: Mapping[str, str] | Any) -> bool:
+    """Whether a model endpoint's answer is worth another attempt: as the server says in
+    ``x-should-retry``, else by :func:`retryable_status`."""
+    hint = str(headers.get("x-should-retry", "") if headers is not None else "").strip().lower()
+    if hint in ("true", "false"):
+        return hint == "true"
+    return retryable_status(status)
+
+
 def parse_retry_after(headers: Mapping[str, str] | Any, now: float | None = None) -> float | None:
     """Seconds to wait as the response asks: ``retry-after-ms``, else ``retry-after`` as
     seconds or as an HTTP date. Capped at :data:`RETRY_AFTER_CAP`; None when absent or
@@ -145,10 +200,17 @@ class Caller:
         """Await ``attempt()`` until it succeeds, retrying :class:`Transient` failures and
         timeouts; raise ``self.error`` when that is over."""
         attempts = 0
+        again = 0
         while True:
             attempts += 1
             try:
-                return await asyncio.wait_for(attempt(), self.timeout)
+                return await within(attempt(), self.timeout)
+            except Again:
+                attempts -= 1
+                again += 1
+                if again <= MAX_AGAIN:
+                    continue
+                raise self.failure(f"the request to {self.host} kept needing changes", "", attempts) from None
             except (asyncio.TimeoutError, TimedOut):
                 if not self.retry_timeouts:
                     raise self.failure(self.timed_out(), "", attempts) from None
@@ -157,6 +219,9 @@ class Caller:
                 failed = e
             except Fatal as e:
                 raise self.failure(e.what, e.detail, attempts) from None
+            except Exception as e:  # a client library's surprise: still one clear line, keys masked
+                raise self.failure(f"unexpected error talking to {self.host}", f"{type(e).__name__}: {e}",
+                                   attempts) from None
             if attempts > self.retries:
                 raise self.failure(failed.what, failed.detail, attempts) from None
             wait = failed.retry_after if failed.retry_after is not None else backoff(attempts)
@@ -183,6 +248,8 @@ def connection_failure(exc: BaseException, host: str) -> str:
     if names & {"ConnectError", "ConnectTimeout"}:
         return f"could not connect to {host}"
     if "RemoteProtocolError" in names:
+        if any("incomplete" in str(e) or "complete message body" in str(e) for e in chain):
+            return f"connection to {host} dropped in the middle of the response"
         return f"connection to {host} closed without a response"
     if names & {"ReadError", "WriteError"} or any(isinstance(e, ConnectionResetError) for e in chain):
         return f"connection to {host} dropped"

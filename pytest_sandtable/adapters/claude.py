@@ -1,12 +1,14 @@
 """Claude as the agent under test (``claude:<model>``), through the ``anthropic`` SDK.
 
 The agent keeps the native Messages history of its trial in ``turn.state`` (text,
-``tool_use`` and ``tool_result`` blocks, and any thinking blocks, passed back as the
-API returned them), sends the domain's tools and the default system prompt, runs every
-tool call of a response in order, and loops until the model ends its turn.
+``tool_use`` and ``tool_result`` blocks, and any thinking, redacted thinking or server
+tool blocks, passed back as the API returned them), sends the domain's tools and the
+default system prompt, runs every tool call of a response in order, and loops until
+the model ends its turn.
 
-The key comes from ``ANTHROPIC_API_KEY`` only; the base URL from ``ANTHROPIC_BASE_URL``
-when set (the SDK reads it), else the public API. The SDK's own retries are off:
+The key comes from ``ANTHROPIC_API_KEY`` only; the base URL from the ``base_url``
+argument, else ``ANTHROPIC_BASE_URL`` when set and not blank, else the public API,
+normalised by :func:`._common.anthropic_base_url`. The SDK's own retries are off:
 :mod:`._retry` applies the project's policy.
 """
 
@@ -21,16 +23,19 @@ from anthropic.types import Message
 
 from .._agent_api import AgentError, Turn, Usage
 from .._options import AdapterOptions
-from ._common import PerLoop, error_detail, host_of, json_type, snippet
-from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, retryable_status
+from ._common import PerLoop, anthropic_base_url, body_snippet, error_detail, host_of, json_type, snippet
+from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, should_retry
 
 MAX_STEPS_PER_TURN = 50
 """Model calls one agent turn may make (each follows a round of tool calls)."""
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+TRANSIENT_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+"""Anthropic error types worth another attempt when they come in an HTTP 200 body."""
 
 
 def anthropic_key(api_key: str | None = None) -> str:
     """The API key: the one given, else ``$ANTHROPIC_API_KEY``; ValueError without one."""
-    key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+    key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY", "").strip()
     if not key:
         raise ValueError("claude:<model> needs an API key in the ANTHROPIC_API_KEY environment variable")
     return key
@@ -56,7 +61,9 @@ class ClaudeMessages:
         self.label = f"claude {role} {model}"
         self.error = error
         self.__key = anthropic_key(api_key)
-        self._base_url = base_url
+        given = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
+        self.base_url = anthropic_base_url(given) or DEFAULT_BASE_URL
+        self.host = host_of(self.base_url)
         self._clients: PerLoop[anthropic.AsyncAnthropic] = PerLoop(self._new_client)
 
     def __repr__(self) -> str:
@@ -65,7 +72,7 @@ class ClaudeMessages:
     def _new_client(self) -> anthropic.AsyncAnthropic:
         return anthropic.AsyncAnthropic(
             api_key=self.__key,
-            base_url=self._base_url,  # None: $ANTHROPIC_BASE_URL, else the public API
+            base_url=self.base_url,  # always explicit: a blank $ANTHROPIC_BASE_URL must not reach the SDK
             max_retries=0,
             timeout=self.options.timeout,
         )
@@ -73,16 +80,16 @@ class ClaudeMessages:
     async def create(self, usage: Usage, **params: Any) -> Message:
         """One ``messages.create`` call (retried as the policy says), its usage recorded."""
         client = self._clients.get()
-        host = host_of(str(client.base_url))
+        host = self.host
         caller = Caller(self.label, host, self.error, self.options.retries, self.options.timeout, (self.__key,))
         params.setdefault("max_tokens", self.options.max_tokens)
         if self.options.temperature is not None:
             # not a named argument of the 2.x SDK (newer models reject it); sent only when asked for
             params["extra_body"] = {"temperature": self.options.temperature}
 
-        async def attempt() -> Any:
+        async def attempt() -> Message:
             try:
-                return await client.messages.create(model=self.model, **params)
+                got: Any = await client.messages.create(model=self.model, **params)
             except anthropic.APITimeoutError:
                 raise TimedOut() from None
             except anthropic.APIConnectionError as e:
@@ -90,43 +97,77 @@ class ClaudeMessages:
             except anthropic.APIStatusError as e:
                 what = f"HTTP {e.status_code} from {host}"
                 detail = _status_detail(e)
-                if retryable_status(e.status_code):
+                if should_retry(e.status_code, e.response.headers):
                     raise Transient(what, detail, parse_retry_after(e.response.headers)) from None
                 raise Fatal(what, detail) from None
             except anthropic.APIError as e:
                 raise Fatal(f"bad response from {host}", str(e)) from None
             except json.JSONDecodeError as e:  # a JSON content type with a body that is not JSON
                 raise Fatal(f"bad response from {host}", f"body is not JSON: {snippet(e.doc)}") from None
+            err = _error_in_body(got)
+            if err is not None:
+                etype, detail = err
+                what = f"error from {host} (HTTP 200" + (f", {etype})" if etype else ")")
+                if etype in TRANSIENT_ERROR_TYPES:
+                    raise Transient(what, detail)
+                raise Fatal(what, detail)
+            problem = _check_message(got)
+            if problem:
+                raise Fatal(f"bad response from {host}", problem)
+            msg: Message = got
+            return msg
 
-        got = await caller.call(attempt)
-        problem = _check_message(got)
-        if problem:
-            raise caller.failure(f"bad response from {host}", problem)
-        msg: Message = got
-        u = msg.usage
-        usage.add(
-            self.model,
-            input_tokens=u.input_tokens or 0,
-            output_tokens=u.output_tokens or 0,
-            cache_read=u.cache_read_input_tokens or 0,
-            cache_write=u.cache_creation_input_tokens or 0,
-        )
+        msg = await caller.call(attempt)
+        usage.add(self.model, *_usage(msg.usage))
         return msg
+
+
+def _n(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _usage(u: Any) -> tuple[int, int, int, int]:
+    """``(input, output, cache_read, cache_write)``; zeros for what a compatible server
+    leaves out. Cache writes: ``cache_creation_input_tokens``, else the sum of the
+    ``cache_creation`` object's counts (5-minute and 1-hour writes)."""
+    if u is None:
+        return 0, 0, 0, 0
+    written = _n(getattr(u, "cache_creation_input_tokens", None))
+    breakdown = getattr(u, "cache_creation", None)
+    if not written and breakdown is not None:
+        parts = breakdown.to_dict() if hasattr(breakdown, "to_dict") else breakdown
+        if isinstance(parts, dict):
+            written = sum(_n(v) for v in parts.values())
+    return (_n(getattr(u, "input_tokens", None)), _n(getattr(u, "output_tokens", None)),
+            _n(getattr(u, "cache_read_input_tokens", None)), written)
 
 
 def _status_detail(e: anthropic.APIStatusError) -> str:
     message = e.api_message or error_detail(e.body)
-    if not message and isinstance(e.body, str):
-        message = snippet(e.body)
+    if not message and e.response.content:
+        message = body_snippet(e.response.content, e.response.headers.get("content-type"))
     if e.request_id:
         message = f"{message} (request-id {e.request_id})" if message else f"request-id {e.request_id}"
     return message
 
 
+def _error_in_body(msg: Any) -> tuple[str, str] | None:
+    """``(error type, message)`` of an error sent with HTTP 200 (``{"type": "error",
+    "error": {...}}``, as some gateways do), else None."""
+    err = getattr(msg, "error", None) if not isinstance(msg, (str, bytes)) else None
+    if getattr(msg, "type", None) != "error" and not (isinstance(err, dict) and getattr(msg, "content", None) is None):
+        return None
+    body = {"error": err} if err is not None else {}
+    etype = err.get("type") if isinstance(err, dict) else None
+    return (etype if isinstance(etype, str) else ""), error_detail(body) or "the server reported an error"
+
+
 def _check_message(msg: Any) -> str:
-    """What is wrong with a Messages response, or ''."""
+    """What is wrong with a Messages response, or ''. Tolerated (a compatible server's
+    variations): a missing ``usage``, a ``tool_use`` without an id or input, input as
+    JSON text."""
     if isinstance(msg, str):
-        return f"body is not JSON: {snippet(msg)}"
+        return f"body is not JSON: {body_snippet(msg.encode())}"
     if not isinstance(msg, Message):
         return f"expected a message object, got {json_type(msg)}"
     content = msg.content
@@ -139,16 +180,48 @@ def _check_message(msg: Any) -> str:
         if kind == "text" and not isinstance(getattr(block, "text", None), str):
             return f"content[{i}].text must be a string"
         if kind == "tool_use":
-            for field, typ, name in (("id", str, "a string"), ("name", str, "a string"), ("input", dict, "an object")):
-                if not isinstance(getattr(block, field, None), typ):
-                    return f"content[{i}].{field} must be {name}"
-    if msg.usage is None or not isinstance(getattr(msg.usage, "input_tokens", None), int):
-        return "'usage' is missing"
+            name = getattr(block, "name", None)
+            if not isinstance(name, str) or not name:
+                return f"content[{i}].name must be a string"
+            if _tool_input(getattr(block, "input", None)) is None:
+                return f"content[{i}].input must be an object"
     return ""
+
+
+def _tool_input(value: Any) -> dict[str, Any] | None:
+    """A tool_use block's input as an object: missing is ``{}``, JSON text of an object is
+    parsed; anything else None."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _texts(msg: Message) -> str:
     return "".join(b.text for b in msg.content if b.type == "text").strip()
+
+
+def _tool_uses(blocks: list[dict[str, Any]], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``tool_use`` blocks of a response (as they go back into the history), each with
+    an id (a missing or repeated one is replaced) and its input as an object."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for b in blocks:
+        if b.get("type") != "tool_use":
+            continue
+        if not isinstance(b.get("id"), str) or not b["id"] or b["id"] in seen:
+            state["ids"] = state.get("ids", 0) + 1
+            b["id"] = f"toolu_sandtable_{state['ids']:04d}"
+        seen.add(b["id"])
+        b["input"] = _tool_input(b.get("input")) or {}
+        out.append(b)
+    return out
 
 
 class ClaudeAgent:
@@ -190,41 +263,46 @@ class ClaudeAgent:
             params["tools"] = [t.anthropic() for t in turn.tools]
         said: list[str] = []
         label = self._api.label
+        limit = f"the response hit max_tokens ({self.options.max_tokens})"
+        too_long = "the conversation no longer fits the model's context window"
         for _ in range(MAX_STEPS_PER_TURN):
             msg = await self._api.create(turn.usage, messages=history, **params)
-            blocks = [b.to_dict(mode="json") for b in msg.content]
+            # as returned; no warnings for values a compatible server sends in another type
+            blocks = [b.to_dict(mode="json", warnings=False) for b in msg.content]
             text = _texts(msg)
-            tool_uses = [b for b in msg.content if b.type == "tool_use"]
+            tool_uses = _tool_uses(blocks, st)
             reason = msg.stop_reason
-            if reason == "max_tokens" and tool_uses:
-                raise AgentError(f"{label}: the response hit max_tokens ({self.options.max_tokens}) "
-                                 "in the middle of a tool call")
+            if tool_uses and reason in ("max_tokens", "model_context_window_exceeded"):
+                cut = limit if reason == "max_tokens" else too_long
+                raise AgentError(f"{label}: {cut} in the middle of a tool call")
             if reason == "refusal":
-                if text:
+                # the refused response is left out of the history, as the API asks
+                if text or said:
                     return _joined([*said, text])
                 raise AgentError(f"{label}: the model refused to answer (stop_reason 'refusal')")
-            if reason == "model_context_window_exceeded":
-                raise AgentError(f"{label}: the conversation no longer fits the model's context window")
             if text:
                 said.append(text)
             if blocks:
                 _append(history, "assistant", blocks)
-            if reason == "pause_turn":
-                continue
-            if tool_uses:
+            if tool_uses:  # whatever the stop reason says (some compatible servers say end_turn)
                 results = []
                 for b in tool_uses:
-                    r = turn.call_tool(b.name, b.input)
-                    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.id, "content": r.to_json()}
+                    r = turn.call_tool(b["name"], b["input"])
+                    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": b["id"], "content": r.to_json()}
                     if not r.ok:
                         result["is_error"] = True
                     results.append(result)
                 _append(history, "user", results)
                 continue
-            if reason == "max_tokens" and not said:
-                raise AgentError(f"{label}: the response hit max_tokens ({self.options.max_tokens}) before any text")
-            if reason not in ("end_turn", "stop_sequence", "max_tokens", None) and not said:
-                raise AgentError(f"{label}: the model stopped ({reason}) without a reply")
+            if reason == "pause_turn":  # a server tool paused a long turn: send it back to go on
+                continue
+            if not said:
+                if reason == "max_tokens":
+                    raise AgentError(f"{label}: {limit} before any text")
+                if reason == "model_context_window_exceeded":
+                    raise AgentError(f"{label}: {too_long}")
+                if reason not in ("end_turn", "stop_sequence", None):
+                    raise AgentError(f"{label}: the model stopped ({reason}) without a reply")
             return _joined(said)
         raise AgentError(f"{label}: no reply after {MAX_STEPS_PER_TURN} model calls in one turn")
 
@@ -240,4 +318,3 @@ def _append(history: list[dict[str, Any]], role: str, blocks: list[dict[str, Any
         history[-1]["content"].extend(blocks)
     else:
         history.append({"role": role, "content": list(blocks)})
-

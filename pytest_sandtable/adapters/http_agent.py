@@ -18,13 +18,21 @@ from __future__ import annotations
 import os
 import uuid
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from .._agent_api import AgentError, ToolResult, Turn
 from .._options import AdapterOptions
-from ._common import PerLoop, error_detail, host_of, json_type, parse_json_body, snippet
+from ._common import (
+    PerLoop,
+    body_snippet,
+    error_detail,
+    host_of,
+    json_type,
+    parse_json_body,
+    public_url,
+    url_secrets,
+)
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, is_connect_refused, parse_retry_after
 
 PROTOCOL = "sandtable-step/1"
@@ -32,12 +40,6 @@ TOKEN_ENV = "SANDTABLE_HTTP_AGENT_TOKEN"
 MAX_STEPS_PER_TURN = 50
 RETRY_STATUSES = frozenset({429, 503})
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-
-
-def public_url(url: str) -> str:
-    """The URL without user, password, query or fragment (safe to show in results)."""
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc.rpartition("@")[2], p.path, "", ""))
 
 
 def tool_result_json(call_id: str, name: str, r: ToolResult) -> dict[str, Any]:
@@ -103,8 +105,9 @@ class HttpStepAgent:
     async def _post(self, body: dict[str, Any], key: str, turn: Turn) -> dict[str, Any]:
         client = self._clients.get()
         host = self.host
-        caller = Caller("http agent", host, AgentError, self.options.retries, self.options.timeout,
-                        (self.__token,) if self.__token else (), retry_timeouts=False)
+        secrets = ((self.__token,) if self.__token else ()) + url_secrets(self.url)
+        caller = Caller("http agent", host, AgentError, self.options.retries, self.options.timeout, secrets,
+                        retry_timeouts=False)
         headers = {"Sandtable-Protocol": PROTOCOL, "Idempotency-Key": key}
         if self.__token:
             headers["Authorization"] = f"Bearer {self.__token}"
@@ -121,13 +124,14 @@ class HttpStepAgent:
             ok, data = parse_json_body(r.content)
             if not r.is_success:
                 what = f"HTTP {r.status_code} from {host}"
-                detail = (error_detail(data) if ok else "") or (snippet(r.content) if r.content else "")
+                detail = (error_detail(data) if ok else "") or (
+                    body_snippet(r.content, r.headers.get("content-type")) if r.content else "")
                 if r.status_code in RETRY_STATUSES:
                     raise Transient(what, detail, parse_retry_after(r.headers))
                 raise Fatal(what, detail)
             if not ok:
                 raise Fatal(f"bad response from {host} (HTTP {r.status_code})",
-                            f"body is not JSON: {snippet(r.content)}")
+                            f"body is not JSON: {body_snippet(r.content, r.headers.get('content-type'))}")
             return data
 
         data = await caller.call(attempt)
@@ -155,7 +159,7 @@ def _check_answer(data: Any) -> str:
     if proto != PROTOCOL:
         return f"the service speaks {proto!r}, this run speaks {PROTOCOL!r}"
     if data.get("error") is not None:
-        return f"the service reported an error: {error_detail(data) or snippet(str(data['error']))}"
+        return f"the service reported an error: {error_detail(data) or body_snippet(str(data['error']).encode())}"
     reply, calls = data.get("reply"), data.get("tool_calls")
     if reply is not None and calls is not None:
         return "answer with either 'reply' or 'tool_calls', not both"

@@ -93,9 +93,11 @@ class _ModelUser:
         self.model = model
         self.options = options
 
-    def _finish(self, text: str, label: str) -> UserReply:
+    def _finish(self, text: str, label: str, cut: bool = False) -> UserReply:
         reply = parse_reply(text)
         if not reply.text and reply.stop is None:
+            if cut:  # e.g. a reasoning model that spent the whole limit thinking
+                raise UserError(f"{label}: the response hit max_tokens ({self.options.max_tokens}) before any text")
             raise UserError(f"{label}: the model returned an empty message")
         return reply
 
@@ -123,7 +125,7 @@ class ClaudeUser(_ModelUser):
         text = "".join(b.text for b in msg.content if b.type == "text")
         if msg.stop_reason == "refusal" and not text.strip():
             raise UserError(f"{self._api.label}: the model refused to play the user (stop_reason 'refusal')")
-        return self._finish(text, self._api.label)
+        return self._finish(text, self._api.label, msg.stop_reason == "max_tokens")
 
 
 class OpenAIUser(_ModelUser):
@@ -149,4 +151,4 @@ class OpenAIUser(_ModelUser):
         messages: list[dict[str, Any]] = [{"role": "system", "content": user_system_prompt(turn)}]
         messages.extend(user_messages(turn))
         choice = await self._api.complete(turn.usage, self._api.payload(messages, turn.trial.seed))
-        return self._finish(message_text(choice["message"]), self._api.label)
+        return self._finish(message_text(choice["message"]), self._api.label, choice.get("finish_reason") == "length")
