@@ -51,7 +51,7 @@ __all__ = [
     "write_run",
 ]
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -103,7 +103,9 @@ def safe_url(url: str | None) -> str | None:
 @dataclass
 class RunMeta:
     """The ``run`` object of results.json. ``domains`` holds ``{name, path, sha256}`` with
-    ``path`` relative to the rootdir; times are ISO 8601 UTC (see :func:`iso_utc`)."""
+    ``path`` relative to the rootdir; times are ISO 8601 UTC (see :func:`iso_utc`).
+    ``collection_errors`` holds ``{path, message}`` of each domain file that did not
+    load (None: not recorded, as in files of schema 1.0)."""
 
     domains: list[dict[str, str]]
     agent: str
@@ -115,6 +117,7 @@ class RunMeta:
     finished_at: str = ""
     shards: list[dict[str, Any]] | None = None
     command: str = "pytest"  # what wrote the file: "pytest" or "merge"
+    collection_errors: list[dict[str, str]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run`` object (``command`` goes to ``writer``)."""
@@ -130,6 +133,8 @@ class RunMeta:
         }
         if self.shards is not None:
             d["shards"] = [dict(s) for s in self.shards]
+        if self.collection_errors is not None:
+            d["collection_errors"] = [dict(c) for c in self.collection_errors]
         return d
 
 
@@ -147,14 +152,15 @@ def build_results(
 ) -> dict[str, Any]:
     """The results.json document for these trials: every trial (in a stable order,
     whatever order they finished in), per-task verdicts, the summary and the gates'
-    outcome (critical tasks are always checked; fail-under and floors when given)."""
+    outcome (critical tasks and domain files that did not load are always checked;
+    fail-under and floors when given)."""
     from ._gates import evaluate
     from ._summary import order_trials, summarize
 
     ts = order_trials(_as_trial(t) for t in trials)
     summary = summarize(ts, k=run_meta.k, prices=prices)
     floors = dict(floors or {})
-    outcome = evaluate(summary, fail_under, floors, ts)
+    outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or ())
     tasks = [
         {
             "domain": e["domain"],
@@ -251,10 +257,11 @@ def _label(name: str) -> str:
 
 
 def default_run_dir(base: str | os.PathLike[str], domains: Iterable[str], now: datetime | None = None) -> Path:
-    """A new folder ``BASE/.sandtable/runs/<UTC timestamp>-<domain or 'multi'>/`` (a ``-2``,
-    ``-3``... suffix when a run in the same second took the name). It is created."""
+    """A new folder ``BASE/.sandtable/runs/<UTC timestamp>-<domain or 'multi'>/`` (``-run``
+    when no domain loaded; a ``-2``, ``-3``... suffix when a run in the same second took
+    the name). It is created."""
     names = sorted(set(domains))
-    label = _label(names[0]) if len(names) == 1 else "multi"
+    label = _label(names[0]) if len(names) == 1 else ("multi" if names else "run")
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     runs = Path(base) / ".sandtable" / "runs"
     runs.mkdir(parents=True, exist_ok=True)

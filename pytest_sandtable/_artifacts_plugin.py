@@ -20,7 +20,7 @@ import pytest
 if TYPE_CHECKING:
     from ._gates import GateOutcome
 
-__all__ = ["PLUGIN_NAME", "ArtifactsPlugin", "crashed_trial", "register"]
+__all__ = ["PLUGIN_NAME", "ArtifactsPlugin", "collection_errors_line", "crashed_trial", "register"]
 
 PLUGIN_NAME = "sandtable-artifacts"
 
@@ -66,6 +66,8 @@ class ArtifactsPlugin:
                 self.floors[tag] = pct
         self.foreign_failures = 0  # failed reports that are not sandtable trials
         self.collect_errors = 0
+        # domain files that did not load: {path (relative to the rootdir), message}
+        self.collection_errors: list[dict[str, str]] = []
         self.crashed: list[dict[str, Any]] = []
         self.out_dir: Path | None = None
         self.outcome: GateOutcome | None = None
@@ -90,6 +92,35 @@ class ArtifactsPlugin:
                 ] + [(_JUNIT_PREFIX + name, value) for name, value in _props(payload[1])]
         return (yield)
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """A ``--sandtable-floor`` on a tag no collected trial has is a usage error before any
+        trial runs (after -k/-m deselection, like the end-of-run check). Not on an xdist
+        worker: there the controller reports it at the end of the run, as it never collects."""
+        if not self.floors or _is_worker(self.config):
+            return
+        trials = [it for it in items if getattr(it, "is_sandtable_trial", False)]
+        if not trials:
+            return  # no trial to gate: nothing is written, nothing is gated
+        tags = {tag for it in trials for tag in getattr(getattr(it, "task", None), "tags", ())}
+        unknown = [tag for tag in self.floors if tag not in tags]
+        if not unknown:
+            return
+        from ._gates import _num
+
+        known = ", ".join(sorted(tags)) or "(none: no task has a tag)"
+        broken = ""
+        if self.collection_errors:
+            n = len(self.collection_errors)
+            broken = (f" ({n} domain file{'s' if n != 1 else ''} did not load: "
+                      f"{', '.join(c['path'] for c in self.collection_errors)})")
+        raise pytest.UsageError(*(
+            f"--sandtable-floor {tag}={_num(self.floors[tag])}: no collected trial is tagged {tag!r}; "
+            f"the tags are {known}{broken}"
+            for tag in unknown
+        ))
+
     # -- controller only ---------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -97,15 +128,27 @@ class ArtifactsPlugin:
             self.foreign_failures += 1
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.collect_errors += 1
+        """Counts collection errors; a domain file's is recorded for results.json. Under
+        xdist the workers' failed collect reports reach the controller through this hook."""
+        if not report.failed:
+            return
+        self.collect_errors += 1
+        path = report.nodeid.split("::")[0]
+        from .plugin import is_domain_file
+
+        if not path or "::" in report.nodeid or not is_domain_file(Path(path)):
+            return
+        if any(c["path"] == path for c in self.collection_errors):
+            return  # every xdist worker collects every file
+        message = (report.longreprtext or "").strip() or "the domain file could not be collected"
+        self.collection_errors.append({"path": path, "message": message})
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if _is_worker(self.config):
             return
         collector = self.config.pluginmanager.get_plugin("sandtable-collector")
         results: list[dict[str, Any]] = list(getattr(collector, "results", None) or [])
-        if not results:
+        if not results and not self.collection_errors:
             return
         from ._artifacts import build_results, default_run_dir, iso_utc, write_run
         from ._results import TrialResult
@@ -122,6 +165,7 @@ class ArtifactsPlugin:
 
         gate = doc["gate"]
         self.outcome = GateOutcome(passed=gate["passed"], lines=list(gate["lines"]), gate_set=gate["set"])
+        self.collection_errors.sort(key=lambda c: c["path"])
         try:
             out = self.config.getoption("--sandtable-out", None)
             if out:
@@ -156,10 +200,14 @@ class ArtifactsPlugin:
             terminalreporter.write_line(f"sandtable: results in {self._shown(self.out_dir)}{os.sep}")
         if self.write_error:
             terminalreporter.write_line(self.write_error, red=True, bold=True)
+        if self.collection_errors and self.outcome is not None:
+            terminalreporter.write_line(collection_errors_line(self.collection_errors), red=True, bold=True)
         if self.outcome is not None:
+            from ._gates import DETAIL_FAILED, PREFIX_FAILED
+
             for line in self.outcome.lines:
-                bad = line.startswith("sandtable gate failed")
-                terminalreporter.write_line(line, red=bad, green=not bad, bold=bad)
+                bad = line.startswith((PREFIX_FAILED, DETAIL_FAILED))
+                terminalreporter.write_line(line, red=bad, green=not bad, bold=line.startswith(PREFIX_FAILED))
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -234,12 +282,22 @@ class ArtifactsPlugin:
             options=options,
             started_at=self.started_at,
             finished_at=finished_at,
+            collection_errors=sorted(self.collection_errors, key=lambda c: c["path"]),
         )
 
     def _run_state(self) -> Any:
         from .plugin import _STATE
 
         return self.config.stash.get(_STATE, None)
+
+
+def collection_errors_line(errors: list[dict[str, str]]) -> str:
+    """``sandtable: 1 domain file did not load, so its tasks are not in these results: x.sandtable.yaml``."""
+    n = len(errors)
+    files = "s" if n != 1 else ""
+    their = "their" if n != 1 else "its"
+    return (f"sandtable: {n} domain file{files} did not load, so {their} tasks are not in these results: "
+            f"{', '.join(c['path'] for c in errors)}")
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -8,13 +8,16 @@ hosts) into one results.json and report.html, with pass^k over all their trials.
 from a results.json and prints the terminal summary.
 
 Both exit 2 for a bad or mismatched file, with one clear line saying which file and what.
+Output cut short by a closed pipe (``... | head -1``) ends quietly: the files are
+written all the same, and the exit status is what it would have been.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,38 @@ def _short(sha: str) -> str:
     return sha[:12] or "unknown"
 
 
+def _used(doc: Mapping[str, Any], side: str) -> dict[str, set[str]]:
+    """Domain name -> labels of the agents (``side="agent"``) or users its trials actually used."""
+    out: dict[str, set[str]] = {}
+    for t in doc.get("trials") or []:
+        label = t.get(side)
+        if label:
+            out.setdefault(str(t.get("domain", "")), set()).add(str(label))
+    return out
+
+
+def _labels(labels: Iterable[str]) -> str:
+    return ", ".join(repr(x) for x in sorted(labels))
+
+
+def _check_same_callables(shards: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """The agents and users the trials actually ran with (``trials[].agent``/``.user``, what
+    ``summary.agents``/``users`` list) must be the same in every shard, domain by domain:
+    ``run.agent`` records only the option, which a ``sandtable_agent`` fixture overrides."""
+    for side, option in (("agent", "agent"), ("user", "simulated user")):
+        seen: dict[str, tuple[set[str], str]] = {}  # domain -> (labels, first shard that ran it)
+        for name, doc in shards:
+            for domain, labels in sorted(_used(doc, side).items()):
+                first = seen.get(domain)
+                if first is None:
+                    seen[domain] = (labels, name)
+                elif first[0] != labels:
+                    raise MergeError(
+                        f"{first[1]} and {name} ran domain {domain!r} with different {side}s "
+                        f"({_labels(first[0])} and {_labels(labels)}): shards of one run use the same {option}"
+                    )
+
+
 def merge_results(
     shards: Sequence[tuple[str, dict[str, Any]]],
     *,
@@ -73,6 +108,11 @@ def merge_results(
     """One results.json document from ``(name, document)`` shards. Raises :class:`MergeError`
     when they are not shards of one run: a different k, agent, user or run seed; a domain
     whose content (sha256) or name differs between shards; a trial in more than one shard.
+
+    The agents and users the trials actually used (``trials[].agent``, ``trials[].user``)
+    must match too, domain by domain: a ``sandtable_agent`` fixture in one shard's
+    conftest.py runs another agent under the same ``run.agent``. Domain files that did
+    not load in any shard (``run.collection_errors``) are carried into the merge.
 
     A domain may be in some shards only (shards split by path or by ``-k``). A repeated
     trial is an error, not renumbered: a trial's number fixes its seed, so the same
@@ -93,6 +133,7 @@ def merge_results(
                     f"{first_name} and {name} ran with different {key} ({want!r} and {got!r}): "
                     f"shards of one run use the same {option}"
                 )
+    _check_same_callables(shards)
     by_name: dict[str, tuple[str, str, str]] = {}  # domain name -> (sha256, path, shard)
     by_path: dict[str, tuple[str, str]] = {}  # path -> (name, shard)
     for name, doc in shards:
@@ -124,6 +165,10 @@ def merge_results(
                 )
             where[tkey] = name
             trials.append(t)
+    collection_errors: dict[str, dict[str, str]] = {}
+    for _, doc in shards:
+        for c in doc["run"].get("collection_errors") or []:
+            collection_errors.setdefault(c["path"], {"path": c["path"], "message": c["message"]})
     floors = dict(floors or {})
     options = dict(first["run"].get("options") or {})
     options["fail_under"] = fail_under
@@ -148,6 +193,7 @@ def merge_results(
             for _, doc in shards
         ],
         command="merge",
+        collection_errors=[collection_errors[p] for p in sorted(collection_errors)],
     )
     return build_results(trials, meta, fail_under=fail_under, floors=floors)
 
@@ -157,16 +203,37 @@ def _err(message: str) -> int:
     return EXIT_ERROR
 
 
-def _print_summary(doc: dict[str, Any], folder: Path | None) -> None:
+def _out(lines: Iterable[str]) -> None:
+    """Print lines to stdout. A reader that went away (``| head -1``) ends the output
+    quietly: no traceback, and nothing more is written to the closed pipe."""
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that flush cannot fail
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+            pass
+
+
+def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
+    """The terminal summary of a results.json: figures, where the files are, domain files
+    that did not load, and the gate's lines as recorded."""
+    from ._artifacts_plugin import collection_errors_line
     from ._summary import render_terminal
 
-    for line in render_terminal(doc["summary"]):
-        print(line)
-    print()
-    if folder is not None:
-        print(f"sandtable: results in {folder}/")
-    for line in doc["gate"]["lines"]:
-        print(line)
+    lines = [*render_terminal(dict(doc["summary"])), ""]
+    if where is not None:
+        lines.append(where)
+    errors = doc["run"].get("collection_errors") or []
+    if errors:
+        lines.append(collection_errors_line(errors))
+    lines += doc["gate"]["lines"]
+    return lines
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -196,7 +263,7 @@ def _merge(args: argparse.Namespace) -> int:
     except OSError as e:
         return _err(f"cannot write the merged results: {e}")
     shown = Path(args.out) if args.out else folder.relative_to(Path.cwd())
-    _print_summary(doc, Path(str(shown).rstrip("/")))
+    _out(_summary_lines(doc, f"sandtable: results in {Path(str(shown).rstrip('/'))}/"))
     gate = doc["gate"]
     if gate["set"]:
         return EXIT_OK if gate["passed"] else EXIT_GATE_FAILED
@@ -217,12 +284,5 @@ def _report(args: argparse.Namespace) -> int:
         path = write_report(doc, out)
     except OSError as e:
         return _err(f"cannot write report.html: {e}")
-    from ._summary import render_terminal
-
-    for line in render_terminal(doc["summary"]):
-        print(line)
-    print()
-    print(f"sandtable: report in {path}")
-    for line in doc["gate"]["lines"]:
-        print(line)
+    _out(_summary_lines(doc, f"sandtable: report in {path}"))
     return EXIT_OK

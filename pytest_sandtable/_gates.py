@@ -9,16 +9,22 @@ Three gates, all read from the same summary the terminal and the reports show:
 
 Errored trials never count as passes: pass^k leaves them out (they were not
 graded), and with a gate set any errored trial fails the gate, so a run whose
-measurement is incomplete never passes a gate.
+measurement is incomplete never passes a gate. A domain file that did not load
+(a collection error) always fails the outcome: its tasks are missing from every
+figure, so the figures must never look like a pass.
 
-This module is pure (no pytest objects, no I/O) except :func:`parse_floor`, which
-raises :class:`pytest.UsageError` for a malformed ``--sandtable-floor`` value.
+The outcome is told as one verdict line first (``sandtable gate failed: ...`` or
+``sandtable gate passed: ...``), then, when more than one thing was checked, one
+line per check saying whether it passed and by how much.
+
+This module is pure (no pytest objects, no I/O) except :func:`parse_floor` and
+:func:`parse_fail_under`, which raise :class:`pytest.UsageError` for a bad value.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,26 +32,73 @@ import pytest
 
 from ._results import ERRORED, PASSED, TrialResult
 
-__all__ = ["GateOutcome", "evaluate", "gate_is_set", "parse_fail_under", "parse_floor"]
+__all__ = [
+    "GateCheck",
+    "GateOutcome",
+    "evaluate",
+    "gate_is_set",
+    "parse_fail_under",
+    "parse_floor",
+    "verdict_lines",
+]
 
 PREFIX_FAILED = "sandtable gate failed: "
 PREFIX_PASSED = "sandtable gate passed: "
+DETAIL_FAILED = "  failed: "
+DETAIL_PASSED = "  passed: "
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One thing the gate checked: whether it passed, and a sentence saying how."""
+
+    passed: bool
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "text": self.text}
+
+
+def verdict_lines(checks: Sequence[GateCheck]) -> list[str]:
+    """The lines the terminal prints for these checks: the verdict first, then (when
+    there is more than one check) one line per check, failures first.
+
+    The verdict is the first failure (``sandtable gate failed: pass^4 62.5% is below
+    --sandtable-fail-under 85% by 22.5 points``, with ``(and N more failures)`` when
+    there are more), or ``sandtable gate passed:`` and the one check, or ``all N gates met``.
+    """
+    if not checks:
+        return []
+    bad = [c for c in checks if not c.passed]
+    good = [c for c in checks if c.passed]
+    if bad:
+        more = len(bad) - 1
+        head = PREFIX_FAILED + bad[0].text + (f" (and {more} more failure{'s' if more != 1 else ''})" if more else "")
+    elif len(good) == 1:
+        head = PREFIX_PASSED + good[0].text
+    else:
+        head = f"{PREFIX_PASSED}all {len(good)} gates met"
+    if len(checks) == 1:
+        return [head]
+    return [head] + [DETAIL_FAILED + c.text for c in bad] + [DETAIL_PASSED + c.text for c in good]
 
 
 @dataclass
 class GateOutcome:
     """What the gates decided.
 
-    ``passed`` is False when any gate (or a critical task) failed. ``lines`` holds
-    one line per gate checked, each starting with ``sandtable gate passed:`` or
-    ``sandtable gate failed:``, failures first. ``gate_set`` tells whether
-    ``--sandtable-fail-under`` or a ``--sandtable-floor`` was given (only then does
-    the gate decide the exit status).
+    ``passed`` is False when any gate (or a critical task, or a domain file that did
+    not load) failed. ``checks`` holds every check, failures first; ``lines`` the
+    lines users see (see :func:`verdict_lines`): the verdict line, starting with
+    ``sandtable gate passed:`` or ``sandtable gate failed:``, then one line per check
+    when there are several. ``gate_set`` tells whether ``--sandtable-fail-under`` or
+    a ``--sandtable-floor`` was given (only then does the gate decide the exit status).
     """
 
     passed: bool
     lines: list[str] = field(default_factory=list)
     gate_set: bool = False
+    checks: list[GateCheck] = field(default_factory=list)
 
     def to_dict(self, fail_under: float | None, floors: Mapping[str, float]) -> dict[str, Any]:
         """The ``gate`` object of results.json."""
@@ -55,6 +108,7 @@ class GateOutcome:
             "fail_under": fail_under,
             "floors": dict(floors),
             "lines": list(self.lines),
+            "checks": [c.to_dict() for c in self.checks],
         }
 
 
@@ -65,6 +119,11 @@ def _num(x: float) -> str:
 
 def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
+
+
+def _points(x: float) -> str:
+    """A margin in percentage points: one decimal, more for a margin that would show as 0.0."""
+    return f"{x:.1f}" if abs(x) >= 0.05 else f"{x:.2g}"
 
 
 def parse_pct(raw: str, what: str) -> float:
@@ -79,9 +138,19 @@ def parse_pct(raw: str, what: str) -> float:
     return value
 
 
+def _looks_like_a_fraction(value: float) -> bool:
+    """0 < value <= 1: almost surely a fraction (0.85 for 85%), not a threshold of at most one percent."""
+    return 0 < value <= 1
+
+
+def _as_percent(value: float) -> str:
+    return f"{round(value * 100, 6):g}"
+
+
 def parse_floor(s: str) -> tuple[str, float]:
     """Parse one ``--sandtable-floor`` value, ``TAG=PCT`` (e.g. ``booking=90``).
 
+    A PCT above 0 and at most 1 is refused as a likely fraction, with a did-you-mean.
     Raises :class:`pytest.UsageError` with a message naming the option and the value.
     """
     tag, sep, raw = s.partition("=")
@@ -89,19 +158,27 @@ def parse_floor(s: str) -> tuple[str, float]:
     if not sep or not tag or not raw.strip():
         raise pytest.UsageError(f"--sandtable-floor: expected TAG=PCT, e.g. booking=90, got {s!r}")
     try:
-        return tag, parse_pct(raw, f"--sandtable-floor {tag}")
+        value = parse_pct(raw, f"--sandtable-floor {tag}")
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+    if _looks_like_a_fraction(value):
+        raise pytest.UsageError(f"--sandtable-floor takes a percentage: did you mean {tag}={_as_percent(value)}?")
+    return tag, value
 
 
 def parse_fail_under(value: float | str | None) -> float | None:
-    """Check a ``--sandtable-fail-under`` value (0..100). Raises :class:`pytest.UsageError`."""
+    """Check a ``--sandtable-fail-under`` value (0..100). A value above 0 and at most 1
+    is refused as a likely fraction (``0.85`` for 85%), with a did-you-mean; 0 is
+    allowed. Raises :class:`pytest.UsageError`."""
     if value is None:
         return None
     try:
-        return parse_pct(str(value), "--sandtable-fail-under")
+        pct = parse_pct(str(value), "--sandtable-fail-under")
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+    if _looks_like_a_fraction(pct):
+        raise pytest.UsageError(f"--sandtable-fail-under takes a percentage: did you mean {_as_percent(pct)}?")
+    return pct
 
 
 def gate_is_set(fail_under: float | None, floors: Mapping[str, float]) -> bool:
@@ -118,21 +195,18 @@ def _top_j(summary: Mapping[str, Any]) -> str:
     return max(js, key=int) if js else str(k or 1)
 
 
-def _compare(
-    label: str, value: float | None, threshold: float, gate: str, j: str, lines_ok: list[str], lines_bad: list[str]
-) -> None:
+def _compare(label: str, value: float | None, threshold: float, gate: str, j: str) -> GateCheck:
     """One threshold gate; `gate` is how the user wrote it, e.g. '--sandtable-fail-under 85%'."""
     if value is None:
-        lines_bad.append(f"{PREFIX_FAILED}{label}pass^{j} is n/a (no task has {j} graded trials), so {gate} is not met")
-        return
+        return GateCheck(False, f"{label}pass^{j} is n/a (no task has {j} graded trials), so {gate} is not met")
     # compare in percent, rounded, so 0.875 * 100 is 87.5 and not 87.49999999999999
     got = round(value * 100, 9)
     if got < threshold:
-        lines_bad.append(
-            f"{PREFIX_FAILED}{label}pass^{j} {_pct(value)} is below {gate} by {threshold - got:.1f} points"
-        )
-    else:
-        lines_ok.append(f"{PREFIX_PASSED}{label}pass^{j} {_pct(value)} meets {gate}")
+        return GateCheck(False, f"{label}pass^{j} {_pct(value)} is below {gate} by {_points(threshold - got)} points")
+    if got == threshold:
+        return GateCheck(True, f"{label}pass^{j} {_pct(value)} meets {gate} exactly")
+    spare = _points(got - threshold)
+    return GateCheck(True, f"{label}pass^{j} {_pct(value)} meets {gate} with {spare} points to spare")
 
 
 def evaluate(
@@ -140,35 +214,41 @@ def evaluate(
     fail_under: float | None,
     floors: Mapping[str, float],
     trials: Iterable[TrialResult],
+    collection_errors: Iterable[Mapping[str, Any]] = (),
 ) -> GateOutcome:
-    """Check every gate against a run's summary (from :func:`~pytest_sandtable._summary.summarize`)
-    and its trials (for critical tasks and errored trials).
+    """Check every gate against a run's summary (from :func:`~pytest_sandtable._summary.summarize`),
+    its trials (for critical tasks and errored trials) and the domain files that did
+    not load (``{path, message}``, see ``run.collection_errors`` in results.json).
 
-    Critical tasks are always checked. The fail-under and floor gates are checked
-    when given; with either given, any errored trial also fails the outcome.
+    Critical tasks and domain files that did not load are always checked. The
+    fail-under and floor gates are checked when given; with either given, any
+    errored trial also fails the outcome.
     """
     trials = list(trials)
     gate_set = gate_is_set(fail_under, floors)
-    ok: list[str] = []
-    bad: list[str] = []
+    checks: list[GateCheck] = []
     j = _top_j(summary)
     multi = len({t.domain for t in trials}) > 1
 
     def name(domain: str, task: str) -> str:
         return f"{domain}/{task}" if multi else task
 
+    for err in collection_errors:
+        checks.append(GateCheck(False, f"domain file {err.get('path', '?')} did not load (a collection error), "
+                                       "so none of its tasks ran"))
+
     if fail_under is not None:
-        _compare("", (summary.get("pass_hat") or {}).get(j), fail_under,
-                 f"--sandtable-fail-under {_num(fail_under)}%", j, ok, bad)
+        checks.append(_compare("", (summary.get("pass_hat") or {}).get(j), fail_under,
+                               f"--sandtable-fail-under {_num(fail_under)}%", j))
     tags: Mapping[str, Any] = summary.get("tags") or {}
     for tag, threshold in floors.items():
         if tag not in tags:
             known = ", ".join(sorted(tags)) or "(none: no task has a tag)"
-            bad.append(f"{PREFIX_FAILED}--sandtable-floor {tag}={_num(threshold)}: no task is tagged {tag!r}; "
-                       f"the tags are {known}")
+            checks.append(GateCheck(False, f"--sandtable-floor {tag}={_num(threshold)}: no task is tagged {tag!r}; "
+                                           f"the tags are {known}"))
             continue
-        _compare(f"tag {tag} ", (tags[tag].get("pass_hat") or {}).get(j), threshold,
-                 f"--sandtable-floor {tag}={_num(threshold)}%", j, ok, bad)
+        checks.append(_compare(f"tag {tag} ", (tags[tag].get("pass_hat") or {}).get(j), threshold,
+                               f"--sandtable-floor {tag}={_num(threshold)}%", j))
 
     # critical tasks: any trial that did not pass (failed or errored) fails the run
     critical: dict[tuple[str, str], list[TrialResult]] = {}
@@ -187,7 +267,7 @@ def evaluate(
         if errored:
             parts.append(f"errored in {len(errored)} ({', '.join(f'[{t.trial}]' for t in errored)}; "
                          f"errored trials never count as passes)")
-        bad.append(f"{PREFIX_FAILED}critical task {name(domain, task)} {' and '.join(parts)}")
+        checks.append(GateCheck(False, f"critical task {name(domain, task)} {' and '.join(parts)}"))
 
     if gate_set:
         errored_all = [t for t in trials if t.verdict == ERRORED and not t.critical]
@@ -195,7 +275,9 @@ def evaluate(
             shown = ", ".join(f"{name(t.domain, t.task)}[{t.trial}]" for t in errored_all[:5])
             more = f" and {len(errored_all) - 5} more" if len(errored_all) > 5 else ""
             n = len(errored_all)
-            bad.append(f"{PREFIX_FAILED}{n} trial{'s' if n != 1 else ''} errored and "
-                       f"{'were' if n != 1 else 'was'} not graded (errored trials never count as passes): "
-                       f"{shown}{more}")
-    return GateOutcome(passed=not bad, lines=bad + ok, gate_set=gate_set)
+            checks.append(GateCheck(False, f"{n} trial{'s' if n != 1 else ''} errored and "
+                                           f"{'were' if n != 1 else 'was'} not graded (errored trials never count "
+                                           f"as passes): {shown}{more}"))
+    ordered = [c for c in checks if not c.passed] + [c for c in checks if c.passed]
+    return GateOutcome(passed=all(c.passed for c in checks), lines=verdict_lines(ordered), gate_set=gate_set,
+                       checks=ordered)

@@ -138,15 +138,48 @@ class _Index:
         return f"trial-{self.task_no.get((domain, task), 0)}-{int(trial)}"
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "") -> str:
-    """Headers are escaped here; cells must already be HTML."""
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "", num: Iterable[int] = (),
+           last_row_cls: str = "") -> str:
+    """Headers are escaped here; cells must already be HTML. Columns in ``num`` are
+    right-aligned numbers; ``last_row_cls`` marks the last row (a total)."""
+    nums = set(num)
+
+    def attr(i: int) -> str:
+        return ' class="num"' if i in nums else ""
+
+    head = "".join(f"<th{attr(i)}>{e(h)}</th>" for i, h in enumerate(headers))
+    rows = list(rows)
+    body = "".join(
+        (f'<tr class="{e(last_row_cls)}">' if last_row_cls and n == len(rows) - 1 else "<tr>")
+        + "".join(f"<td{attr(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>"
+        for n, row in enumerate(rows)
+    )
     return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+_GATE_PREFIXES = (("sandtable gate failed: ", False), ("sandtable gate passed: ", True),
+                  ("  failed: ", False), ("  passed: ", True))
+
+
+def _gate_checks(gate: Mapping[str, Any]) -> list[tuple[bool, str]]:
+    """(passed, text) per check: from ``gate.checks`` (schema 1.1), else from the lines
+    (the per-check lines after the verdict, or every line of a schema 1.0 file)."""
+    checks = gate.get("checks")
+    if isinstance(checks, list):
+        return [(bool(c.get("passed")), str(c.get("text", ""))) for c in checks if isinstance(c, Mapping)]
+    lines = [str(x) for x in gate.get("lines") or []]
+    details = [ln for ln in lines if ln.startswith(("  failed: ", "  passed: "))]
+    out = []
+    for ln in details or lines:
+        for prefix, ok in _GATE_PREFIXES:
+            if ln.startswith(prefix):
+                out.append((ok, ln[len(prefix):]))
+                break
+    return out
+
+
 def _gate(gate: Mapping[str, Any]) -> str:
-    lines = [str(x) for x in gate.get("lines", [])]
+    checks = _gate_checks(gate)
     if gate.get("set"):
         status = _badge("passed" if gate.get("passed") else "failed",
                         "gate passed" if gate.get("passed") else "gate failed")
@@ -155,16 +188,33 @@ def _gate(gate: Mapping[str, Any]) -> str:
         status = '<span class="badge v-skipped">no gate set</span>'
         note = "pytest's exit status decided (any failing trial fails it)"
     else:
-        status = _badge("failed", "critical task failed")
-        note = "no gate set; a critical task's failing trial fails the run"
-    lis: list[str] = []
-    for ln in lines:
-        bad = ln.startswith("sandtable gate failed: ")
-        text = ln.removeprefix("sandtable gate failed: ").removeprefix("sandtable gate passed: ")
-        lis.append(f'<li class="{"bad" if bad else "ok"}"><span class="mark">{"✗" if bad else "✓"}</span>'
-                   f"{e(text)}</li>")
+        status = _badge("failed", "run failed")
+        note = ("no gate set; a critical task's trial that did not pass, or a domain file that did not load, "
+                "fails the run")
+    verdict = ""
+    lines = [str(x) for x in gate.get("lines") or []]
+    if lines and len(checks) > 1:
+        head = lines[0]
+        for prefix, _ in _GATE_PREFIXES[:2]:
+            head = head.removeprefix(prefix)
+        verdict = f'<p class="verdict">{e(head)}</p>'
+    lis = [f'<li class="{"ok" if ok else "bad"}"><span class="mark">{"✓" if ok else "✗"}</span>'
+           f'<span class="what">{"passed" if ok else "failed"}:</span> {e(text)}</li>' for ok, text in checks]
     items = "".join(lis)
-    return f'{status}<p class="muted">{e(note)}</p>' + (f'<ul class="gatelines">{items}</ul>' if items else "")
+    return (f'{status}<p class="muted">{e(note)}</p>{verdict}'
+            + (f'<ul class="gatelines">{items}</ul>' if items else ""))
+
+
+def _not_loaded(errors: Sequence[Mapping[str, Any]]) -> str:
+    """The banner at the top of the page for domain files that did not load."""
+    n = len(errors)
+    paths = ", ".join(str(c.get("path", "")) for c in errors)
+    their = "Their" if n != 1 else "Its"
+    items = "".join(f'<details open><summary><code>{e(c.get("path", ""))}</code></summary>'
+                    f'<pre>{e(c.get("message", ""))}</pre></details>' for c in errors)
+    return (f'<section id="not-loaded" class="alert" role="alert"><h2>{n} domain file{"s" if n != 1 else ""} did '
+            f"not load: {e(paths)}</h2><p>{their} tasks did not run and are in none of the figures below: "
+            f"a score here covers the domains that loaded only.</p>{items}</section>")
 
 
 def _dots(trials: Sequence[Mapping[str, Any]], idx: _Index) -> str:
@@ -176,29 +226,45 @@ def _dots(trials: Sequence[Mapping[str, Any]], idx: _Index) -> str:
     return f'<span class="dots">{"".join(out)}</span>'
 
 
-def _usage_rows(usage: Mapping[str, Any]) -> list[list[str]]:
-    rows = []
-    for side in ("agent", "user"):
-        for model, u in sorted((usage.get(side) or {}).items()):
-            rows.append([e(side), f"<code>{e(model)}</code>", e(u.get("calls", "")), e(f"{u.get('input', 0):,}"),
-                         e(f"{u.get('output', 0):,}"), e(f"{u.get('cache_read', 0):,}"),
-                         e(f"{u.get('cache_write', 0):,}")])
-    return rows
+def _usage(s: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> str:
+    """The usage, cost and latency card: a table of tokens and estimated cost per side
+    and model with a total row, the prices' date, and agent turn latency."""
+    from ._usage import COST_HEADERS_WITH_CALLS, cost_rows
 
-
-def _flat(value: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """A nested JSON value as (path, text) pairs, for values of unknown shape (cost)."""
-    if isinstance(value, Mapping):
-        out: list[tuple[str, str]] = []
-        for k, v in value.items():
-            out += _flat(v, f"{prefix}.{k}" if prefix else str(k))
-        return out
-    if isinstance(value, list):
-        out = []
-        for i, v in enumerate(value):
-            out += _flat(v, f"{prefix}[{i}]")
-        return out
-    return [(prefix or "cost", "n/a" if value is None else str(value))]
+    out: list[str] = []
+    usage = s.get("usage") or {}
+    cost = s.get("cost")
+    rows = cost_rows(usage, cost if isinstance(cost, Mapping) else None, calls=True)
+    if rows:
+        cells = [[e(side) if side != "total" else "<b>total</b>", f"<code>{e(model)}</code>" if model else "",
+                  *(e(x) for x in rest)] for side, model, *rest in rows]
+        total = "total" if rows[-1][0] == "total" else ""
+        out.append('<div class="tablewrap">' + _table(COST_HEADERS_WITH_CALLS, cells, "usage",
+                                                      num=range(2, 8), last_row_cls=total) + "</div>")
+        notes = []
+        if isinstance(cost, Mapping):
+            currency = str(cost.get("currency") or "USD")
+            as_of = cost.get("prices_as_of")
+            notes.append(f"Cost estimated at list prices{f' as of {e(as_of)}' if as_of else ''} ({e(currency)})"
+                         "; a --sandtable-prices file adds or overrides prices.")
+            unpriced = [str(m) for m in cost.get("unpriced") or []]
+            if unpriced:
+                notes.append(f"No price for {', '.join(f'<code>{e(m)}</code>' for m in unpriced)}: "
+                             "its cost is n/a.")
+        else:
+            notes.append("Cost not computed.")
+        out.append(f'<p class="muted small">{" ".join(notes)}</p>')
+    else:
+        out.append('<p class="muted small">No model calls were recorded (a scripted user and a model-free agent), '
+                   "so there is no cost.</p>")
+    lat = s.get("latency") or {}
+    total_time = sum(float(t.get("duration") or 0) for t in trials)
+    per = _secs(total_time / len(trials)) if trials else "n/a"
+    kv = [("agent turn latency", f"p50 {_secs(lat.get('p50'))} · p95 {_secs(lat.get('p95'))} "
+                                 f"over {_n(lat.get('turns', 0), 'turn')}"),
+          ("trial time", f"{_secs(total_time)} in all, {per} per trial")]
+    out.append('<dl class="kv">' + "".join(f"<dt>{e(a)}</dt><dd>{e(b)}</dd>" for a, b in kv) + "</dl>")
+    return "".join(out)
 
 
 # --------------------------------------------------------------------------- one trial
@@ -382,7 +448,11 @@ outline:1px dashed var(--fail)}
 .chart .val{fill:var(--fg);font-size:10.5px;font-weight:600}
 .gatelines{margin:8px 0 0;padding:0;list-style:none}.gatelines li{margin:4px 0;display:flex;gap:8px}
 .gatelines .mark{font-weight:700}.gatelines .bad{color:var(--fail)}
-.gatelines .ok{color:var(--pass)}
+.gatelines .ok{color:var(--pass)}.gatelines .what{font-weight:600}
+.verdict{margin:8px 0 0;font-weight:600}
+.alert{background:var(--failbg);border:2px solid var(--fail);border-radius:10px;padding:12px 16px;color:var(--fg)}
+.alert h2{color:var(--fail)}.alert p{margin:4px 0 8px}.alert summary{cursor:pointer}
+table.usage tr.total td{font-weight:600;border-top:2px solid var(--line)}
 .filters{display:flex;gap:8px;align-items:center;margin:0 0 10px;flex-wrap:wrap}
 .filters button{font:inherit;font-size:13px;padding:4px 12px;border-radius:999px;border:1px solid var(--line);
 background:var(--card);color:var(--fg);cursor:pointer}
@@ -423,7 +493,7 @@ color-mix(in srgb,var(--accent) 30%,var(--line))}
 .box.error{background:var(--skipbg);border:1px dashed var(--fail);padding:8px 10px;border-radius:8px;margin:10px 0}
 table.diff code.before{color:var(--fail)}table.diff code.after{color:var(--pass)}
 .all-checks{margin-top:10px}.all-checks summary{cursor:pointer;color:var(--muted)}
-.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0}.kv dt{color:var(--muted)}
+.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:10px 0 0}.kv dt{color:var(--muted)}
 .kv dd{margin:0}
 footer{color:var(--muted);font-size:12px;text-align:center;padding:20px}
 """
@@ -508,7 +578,10 @@ def render_report(results: Mapping[str, Any]) -> str:
     add('<!doctype html><html lang="en" class="no-js"><head><meta charset="utf-8">')
     add(f'<meta http-equiv="Content-Security-Policy" content="{e(_csp())}">')
     add('<meta name="viewport" content="width=device-width,initial-scale=1">')
-    add(f"<title>sandtable: pass^{e(top)} {e(_pct(pass_hat.get(top)))} · {e(title)}</title>")
+    not_loaded = [c for c in run.get("collection_errors") or [] if isinstance(c, Mapping)]
+    n_missing = len(not_loaded)
+    missing = f" ({n_missing} domain file{'s' if n_missing != 1 else ''} did not load)" if n_missing else ""
+    add(f"<title>sandtable: pass^{e(top)} {e(_pct(pass_hat.get(top)))} · {e(title)}{e(missing)}</title>")
     add(f"<style>{_CSS}</style></head><body>")
 
     # header
@@ -527,6 +600,8 @@ def render_report(results: Mapping[str, Any]) -> str:
     add('<nav><a href="#overview">Overview</a><a href="#tasks">Tasks</a><a href="#failure-modes">Failure modes</a>'
         '<a href="#tags">Tags</a><a href="#soft-rules">Soft rules</a><a href="#usage">Usage</a>'
         '<a href="#trials">Trials</a></nav></header><main>')
+    if not_loaded:
+        add(_not_loaded(not_loaded))
 
     # overview: headline, chart, gate
     n_tasks = len(tasks)
@@ -613,25 +688,7 @@ def render_report(results: Mapping[str, Any]) -> str:
     add("</section>")
 
     # usage, cost, latency
-    add('<section id="usage"><h2>Usage, cost and latency</h2><div class="card">')
-    lat = s.get("latency") or {}
-    total = sum(float(t.get("duration") or 0) for t in trials)
-    kv = [("agent turn latency", f"p50 {_secs(lat.get('p50'))} · p95 {_secs(lat.get('p95'))} "
-                                 f"over {lat.get('turns', 0)} turns"),
-          ("trial time", f"{_secs(total)} in all, {_secs(total / len(trials)) if trials else 'n/a'} per trial")]
-    cost = s.get("cost")
-    if cost is not None:
-        kv += _flat(cost, "cost")
-    else:
-        kv.append(("cost", "not computed"))
-    add('<dl class="kv">' + "".join(f"<dt>{e(a)}</dt><dd>{e(b)}</dd>" for a, b in kv) + "</dl>")
-    urows = _usage_rows(s.get("usage") or {})
-    if urows:
-        add("<h4>Tokens</h4><div class=\"tablewrap\">" + _table(
-            ["side", "model", "calls", "input", "output", "cache read", "cache write"], urows) + "</div>")
-    else:
-        add('<p class="muted small">No model calls were recorded (a scripted user and a model-free agent).</p>')
-    add("</div></section>")
+    add(f'<section id="usage"><h2>Usage, cost and latency</h2><div class="card">{_usage(s, trials)}</div></section>')
 
     errored_trials = s.get("errored_trials") or []
     if errored_trials:

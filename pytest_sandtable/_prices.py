@@ -12,6 +12,9 @@ ships Anthropic's list prices for Claude models (``prices/claude.json``, dated);
 or, with a date kept alongside, ``{as_of: 2026-11-01, models: {...}}``. ``input`` and
 ``output`` are required; a missing ``cache_read`` or ``cache_write`` is charged at the
 ``input`` price. A model without a price has no cost estimate (shown as ``n/a``).
+
+A file that cannot be used gives one short line: the file, the line where known, what
+was expected, and at most the first 80 characters of an offending value.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -30,6 +33,8 @@ PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 _ENTRY_KEYS = (*PRICE_FIELDS, "note")
 _FILE_KEYS = ("models", "as_of", "source", "currency", "unit", "notes")
 _SUFFIX = re.compile(r"(-\d{8}|-latest)$")
+_EXPECTED = "expected a mapping of model name to prices, e.g. gpt-4.1: {input: 2.0, output: 8.0}"
+_CLIP = 80  # at most this many characters of an offending value in a message
 
 Prices = dict[str, dict[str, float]]
 
@@ -58,7 +63,8 @@ def builtin_prices_as_of() -> str:
 def load_prices(path: str | os.PathLike[str]) -> Prices:
     """Read a prices file (YAML, or JSON when it ends in ``.json``): model -> prices.
 
-    Raises :class:`PricesError` naming the file and, where it applies, the model and key.
+    Raises :class:`PricesError` naming the file and, where it applies, the line, the
+    model and the key.
     """
     name = os.fspath(path)
     try:
@@ -68,13 +74,15 @@ def load_prices(path: str | os.PathLike[str]) -> Prices:
         raise PricesError(f"prices file {name}: no such file") from None
     except IsADirectoryError:
         raise PricesError(f"prices file {name}: is a directory") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PricesError(f"prices file {name}: cannot be read: {e}") from None
+    except UnicodeDecodeError:
+        raise PricesError(f"prices file {name}: not a text file (not UTF-8); {_EXPECTED}") from None
+    except OSError as e:
+        raise PricesError(f"prices file {name}: cannot be read: {e.strerror or e}") from None
     if name.endswith(".json"):
         try:
             data: Any = json.loads(text)
         except json.JSONDecodeError as e:
-            raise PricesError(f"prices file {name}: not valid JSON: {e.msg} (line {e.lineno})") from None
+            raise PricesError(f"prices file {name}, line {e.lineno}: not valid JSON: {_clip(e.msg)}") from None
     else:
         import yaml
 
@@ -82,36 +90,70 @@ def load_prices(path: str | os.PathLike[str]) -> Prices:
             data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
+            where = f", line {mark.line + 1}" if mark is not None else ""
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise PricesError(f"prices file {name}: not valid YAML: {problem}{where}") from None
+            raise PricesError(f"prices file {name}{where}: not valid YAML: {_clip(problem)}") from None
     if data is None:
-        raise PricesError(f"prices file {name}: empty; expected a mapping of model name to prices")
+        raise PricesError(f"prices file {name}: empty; {_EXPECTED}")
     if not isinstance(data, Mapping):
-        raise PricesError(f"prices file {name}: expected a mapping of model name to prices, got {_kind(data)}")
+        raise PricesError(f"prices file {name}: {_EXPECTED}; got {_kind(data)}")
+    lines = _key_lines(text)
     if "models" in data:
         unknown = [str(k) for k in data if k not in _FILE_KEYS]
         if unknown:
-            raise PricesError(f"prices file {name}: unknown key {unknown[0]!r} next to 'models' "
-                              f"(allowed: {', '.join(_FILE_KEYS)})")
+            raise PricesError(f"prices file {name}{_at(lines(unknown[0], False))}: unknown key {_shown(unknown[0])} "
+                              f"next to 'models' (allowed: {', '.join(_FILE_KEYS)})")
         models = data["models"]
         if not isinstance(models, Mapping):
-            raise PricesError(f"prices file {name}: 'models' must be a mapping of model name to prices, "
-                              f"got {_kind(models)}")
-    else:
-        models = data
-    return _entries(models, name)
+            raise PricesError(f"prices file {name}{_at(lines('models', False))}: 'models' must be a mapping of "
+                              f"model name to prices, got {_kind(models)}")
+        return _entries(models, name, lambda model: lines(model, True))
+    return _entries(data, name, lambda model: lines(model, False))
 
 
-def _entries(models: Mapping[Any, Any], name: str) -> Prices:
+def _at(line: int | None) -> str:
+    return f", line {line}" if line else ""
+
+
+def _key_lines(text: str) -> Callable[[str, bool], int | None]:
+    """A lookup of the line (1-based) of a top-level key, or of a key under ``models``
+    (``nested=True``), from the file's YAML node tree (JSON parses as YAML too); it
+    answers None where the text does not compose. Composed on first use only."""
+    cache: dict[str, Any] = {}
+
+    def lookup(key: str, nested: bool) -> int | None:
+        if "top" not in cache:
+            cache["top"] = cache["models"] = None
+            try:
+                import yaml
+
+                root = yaml.compose(text, Loader=yaml.SafeLoader)
+            except Exception:  # line numbers are a nicety: never fail over them
+                return None
+            if isinstance(root, yaml.MappingNode):
+                cache["top"] = {str(k.value): k.start_mark.line + 1 for k, _ in root.value
+                                if isinstance(k, yaml.ScalarNode)}
+                for k, v in root.value:
+                    if isinstance(k, yaml.ScalarNode) and k.value == "models" and isinstance(v, yaml.MappingNode):
+                        cache["models"] = {str(kk.value): kk.start_mark.line + 1 for kk, _ in v.value
+                                           if isinstance(kk, yaml.ScalarNode)}
+        table = cache["models" if nested else "top"]
+        return table.get(key) if table else None
+
+    return lookup
+
+
+def _entries(models: Mapping[Any, Any], name: str,
+             line_of: Callable[[str], int | None] | None = None) -> Prices:
     out: Prices = {}
     for model, entry in models.items():
-        where = f"prices file {name}: model {str(model)!r}"
+        at = _at(line_of(str(model))) if line_of else ""
+        where = f"prices file {name}{at}: model {_shown(str(model))}"
         if not isinstance(entry, Mapping):
             raise PricesError(f"{where}: expected a mapping with input and output prices, got {_kind(entry)}")
         for key in entry:
             if key not in _ENTRY_KEYS:
-                raise PricesError(f"{where}: unknown key {str(key)!r} (allowed: {', '.join(_ENTRY_KEYS)})")
+                raise PricesError(f"{where}: unknown key {_shown(str(key))} (allowed: {', '.join(_ENTRY_KEYS)})")
         for key in ("input", "output"):
             if key not in entry:
                 raise PricesError(f"{where}: missing {key!r} (USD per million tokens)")
@@ -121,12 +163,23 @@ def _entries(models: Mapping[Any, Any], name: str) -> Prices:
                 continue
             v = entry[key]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise PricesError(f"{where}: {key!r} must be a number >= 0 (USD per million tokens), got {v!r}")
+                raise PricesError(f"{where}: {key!r} must be a number >= 0 (USD per million tokens), "
+                                  f"got {_shown(v)}")
             price[key] = float(v)
         price.setdefault("cache_read", price["input"])
         price.setdefault("cache_write", price["input"])
         out[str(model)] = price
     return out
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    """At most ``limit`` characters of ``text``, ``...`` marking a cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _shown(v: Any) -> str:
+    """``repr(v)``, cut to at most 80 characters."""
+    return _clip(repr(v))
 
 
 def _kind(v: Any) -> str:
@@ -135,8 +188,8 @@ def _kind(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "a list"
     if isinstance(v, str):
-        return f"the text {v!r}"
-    return repr(v)
+        return f"the text {_shown(v)}"
+    return _shown(v)
 
 
 def all_prices(path: str | os.PathLike[str] | None = None) -> Prices:

@@ -202,26 +202,10 @@ def summarize(
     }
 
 
-def _usage_rows(usage: Mapping[str, Any], cost: Mapping[str, Any]) -> list[list[str]]:
-    from ._usage import format_cost
-
-    fields = ("input", "output", "cache_read", "cache_write")
-    rows: list[list[str]] = []
-    totals = dict.fromkeys(fields, 0)
-    for side in ("agent", "user"):
-        for model in sorted(usage.get(side) or {}):
-            u = usage[side][model]
-            for f in fields:
-                totals[f] += int(u.get(f, 0) or 0)
-            c = (cost.get(side) or {}).get(model)
-            rows.append([side, model, *(f"{int(u.get(f, 0) or 0):,}" for f in fields), format_cost(c)])
-    if len(rows) > 1:
-        unpriced = cost.get("unpriced") or []
-        total = format_cost(cost.get("total")) if cost else "n/a"
-        if unpriced:
-            total = "n/a" if len(unpriced) == len(rows) else total + " + n/a"
-        rows.append(["total", "", *(f"{totals[f]:,}" for f in fields), total])
-    return rows
+def _clip(text: str, width: int) -> str:
+    """One line of at most `width` characters (the full text is in results.json and the report)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _secs(x: float | None) -> str:
@@ -268,7 +252,8 @@ def render_terminal(s: dict[str, Any]) -> list[str]:
         rows = []
         for m in s["failure_modes"]:
             ex = m["example"]
-            rows.append([m["kind"], m["id"], f"{m['trials']}", f"{ex['task']}[{ex['trial']}]: {ex['detail']}"])
+            rows.append([m["kind"], m["id"], f"{m['trials']}",
+                         _clip(f"{ex['task']}[{ex['trial']}]: {ex['detail']}", 100)])
         out.extend(tabulate(rows, headers=["kind", "check", "trials", "example"], tablefmt="simple",
                             disable_numparse=True).splitlines())
     if s["soft_rules"]:
@@ -281,9 +266,9 @@ def render_terminal(s: dict[str, Any]) -> list[str]:
         out.extend(tabulate(rows, tablefmt="plain", disable_numparse=True).splitlines())
     usage = s.get("usage") or {}
     if usage.get("agent") or usage.get("user"):
-        from ._usage import USAGE_HEADERS
+        from ._usage import USAGE_HEADERS, cost_rows
 
-        usage_table = _usage_rows(usage, s.get("cost") or {})
+        usage_table = cost_rows(usage, s.get("cost") or {})
         out.append("")
         out.append("Usage (cost estimated at list prices)")
         out.extend(tabulate(usage_table, headers=USAGE_HEADERS, tablefmt="simple", disable_numparse=True,

@@ -65,3 +65,54 @@ def usage_rows(summary_usage: Mapping[str, Mapping[str, Mapping[str, Any]]],
             total = format_cost(known) + (" + n/a" if unknown else "")
         rows.append(["total", "", *(f"{totals[k]:,}" for k in _TOKENS), total])
     return rows
+
+
+def _cost_of(cost: Mapping[str, Any], side: str, model: str) -> float | None:
+    by_model = cost.get(side)
+    value = by_model.get(model) if isinstance(by_model, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def cost_rows(summary_usage: Mapping[str, Mapping[str, Mapping[str, Any]]], cost: Mapping[str, Any] | None,
+              *, calls: bool = False) -> list[list[str]]:
+    """Like :func:`usage_rows`, but with the costs already in a summary's ``"cost"``
+    (``{currency, prices_as_of, agent: {model: usd | None}, user: {...}, total,
+    unpriced}``) instead of prices: one row per side and model, then a ``total`` row
+    when there is more than one. With ``calls``, a ``calls`` column follows the model
+    (see :data:`COST_HEADERS_WITH_CALLS`). A missing or malformed ``cost`` gives ``n/a``."""
+    cost = cost if isinstance(cost, Mapping) else {}
+    rows: list[list[str]] = []
+    totals = dict.fromkeys(_TOKENS, 0)
+    n_calls = 0
+    unknown = 0
+    known = 0.0
+    for side in ("agent", "user"):
+        models = summary_usage.get(side) or {}
+        for model in sorted(models):
+            u = models[model]
+            counts = [int(u.get(k, 0) or 0) for k in _TOKENS]
+            for k, n in zip(_TOKENS, counts):
+                totals[k] += n
+            n_calls += int(u.get("calls", 0) or 0)
+            c = _cost_of(cost, side, model)
+            if c is None:
+                unknown += 1
+            else:
+                known += c
+            extra = [f"{int(u.get('calls', 0) or 0):,}"] if calls else []
+            rows.append([side, model, *extra, *(f"{n:,}" for n in counts), format_cost(c)])
+    if len(rows) > 1:
+        total_cost = cost.get("total")
+        if unknown == len(rows):
+            total = "n/a"
+        else:
+            base = float(total_cost) if isinstance(total_cost, (int, float)) and not isinstance(total_cost, bool) \
+                else known
+            total = format_cost(base) + (" + n/a" if unknown else "")
+        extra = [f"{n_calls:,}"] if calls else []
+        rows.append(["total", "", *extra, *(f"{totals[k]:,}" for k in _TOKENS), total])
+    return rows
+
+
+COST_HEADERS_WITH_CALLS = ["side", "model", "calls", "input", "output", "cache read", "cache write", "cost"]
+"""Column headers matching :func:`cost_rows` with ``calls=True``."""

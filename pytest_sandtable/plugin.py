@@ -52,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-out", default=None, metavar="DIR",
                     help="where results.json and report.html go (default .sandtable/runs/<timestamp>-<domain>/)")
     group.addoption("--sandtable-fail-under", type=float, default=None, metavar="PCT",
-                    help="gate: fail the run when the highest pass^k is below PCT percent")
+                    help="gate: fail the run when the highest pass^k is below PCT percent (0-100, e.g. 85)")
     group.addoption("--sandtable-floor", action="append", default=[], metavar="TAG=PCT",
                     help="gate: fail the run when a tag's highest pass^k is below PCT percent (repeatable)")
     parser.addini("sandtable_k", "trials per task", default="1")

@@ -75,7 +75,7 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     doc = only_results(pytester.path)
     jsonschema.Draft202012Validator(results_schema()).validate(doc)  # read_results did too; say it plainly
 
-    assert doc["schema_version"] == "1.0"
+    assert doc["schema_version"] == "1.1"
     assert doc["writer"] == {"name": "pytest-sandtable", "version": __version__, "command": "pytest"}
     run = doc["run"]
     assert run["domains"] == [
@@ -89,6 +89,7 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     assert ISO.match(run["started_at"]) and ISO.match(run["finished_at"])
     assert run["started_at"] <= run["finished_at"]
     assert "shards" not in run
+    assert run["collection_errors"] == []  # every domain file loaded
 
     # trials: in task order (file order), then trial number
     assert [(t["task"], t["trial"], t["verdict"]) for t in doc["trials"]] == [
@@ -139,6 +140,7 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     assert doc["gate"] == {
         "set": False, "passed": False, "fail_under": None, "floors": {},
         "lines": ["sandtable gate failed: critical task refund failed 1 of 2 trials ([1])"],
+        "checks": [{"passed": False, "text": "critical task refund failed 1 of 2 trials ([1])"}],
     }
 
 
@@ -189,6 +191,74 @@ def test_two_runs_in_the_same_second_get_two_folders(tmp_path: Path) -> None:
     b = default_run_dir(tmp_path, ["shop"], now)
     c = default_run_dir(tmp_path, ["shop", "clinic"], now)
     assert [a.name, b.name, c.name] == ["20260301T093012Z-shop", "20260301T093012Z-shop-2", "20260301T093012Z-multi"]
+
+
+# --------------------------------------------------------------------------- domain files that did not load
+
+BROKEN = "version: 1\nname: broken\ntasks:\n  - id: x\n    tags: [billing]\n"
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("gate", [(), ("--sandtable-fail-under", "50")], ids=["no-gate", "fail-under"])
+def test_a_domain_file_that_did_not_load_is_in_results_json_report_html_and_the_gate(
+    pytester: pytest.Pytester, shop: Path, workers: str, gate: tuple[str, ...]
+) -> None:
+    pytest.importorskip("xdist")
+    (pytester.path / "suite").mkdir()
+    (pytester.path / "suite" / "broken.sandtable.yaml").write_text(BROKEN, encoding="utf-8")
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--sandtable-k=2", "-n", workers, *gate)
+    result.assert_outcomes(passed=6, errors=1)
+    assert result.ret == 1  # a missing domain never looks like a pass, gate or no gate
+    doc = only_results(pytester.path)
+    assert doc["run"]["collection_errors"] == [
+        {"path": "suite/broken.sandtable.yaml",
+         "message": "suite/broken.sandtable.yaml:1:1: missing required key 'tools'"},
+    ]
+    assert doc["summary"]["pass_hat"] == {"1": 1.0, "2": 1.0}  # the figures cover the loaded domain only...
+    assert doc["gate"]["passed"] is False  # ...so the outcome says what is missing
+    missing = ("domain file suite/broken.sandtable.yaml did not load (a collection error), so none of its tasks "
+               "ran")
+    lines = [f"sandtable gate failed: {missing}"]
+    if gate:
+        lines += [f"  failed: {missing}",
+                  "  passed: pass^2 100.0% meets --sandtable-fail-under 50% with 50.0 points to spare"]
+    assert doc["gate"]["lines"] == lines
+    result.stdout.fnmatch_lines([
+        "sandtable: 1 domain file did not load, so its tasks are not in these results: suite/broken.sandtable.yaml",
+        *lines,
+    ], consecutive=True)
+
+    html = (run_dirs(pytester.path)[0] / "report.html").read_text(encoding="utf-8")
+    banner = html.index('<section id="not-loaded"')
+    assert banner < html.index('id="overview"')  # at the top, before the score
+    assert "1 domain file did not load: suite/broken.sandtable.yaml</h2>" in html
+    assert "suite/broken.sandtable.yaml:1:1: missing required key &#x27;tools&#x27;" in html
+    assert "(1 domain file did not load)</title>" in html
+
+
+def test_a_run_whose_only_domain_did_not_load_still_writes_what_happened(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "broken.sandtable.yaml").write_text(BROKEN, encoding="utf-8")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--sandtable-fail-under", "50")
+    assert result.ret == 1
+    (folder,) = run_dirs(pytester.path)
+    assert folder.name.endswith("-run")
+    doc = read_results(folder)
+    assert doc["trials"] == [] and doc["run"]["domains"] == []
+    assert [c["path"] for c in doc["run"]["collection_errors"]] == ["broken.sandtable.yaml"]
+    assert doc["gate"]["lines"][0] == (
+        "sandtable gate failed: domain file broken.sandtable.yaml did not load (a collection error), so none of its "
+        "tasks ran (and 1 more failure)"
+    )
+
+
+def test_a_broken_plain_test_file_is_not_a_domain_collection_error(pytester: pytest.Pytester, shop: Path) -> None:
+    pytester.makepyfile(test_broken="import nowhere_to_be_found\n")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--continue-on-collection-errors")
+    result.assert_outcomes(passed=3, errors=1)
+    doc = only_results(pytester.path)
+    assert doc["run"]["collection_errors"] == []
+    assert doc["gate"]["passed"] is True
 
 
 # --------------------------------------------------------------------------- xdist: same results
@@ -322,7 +392,7 @@ def _good() -> dict[str, Any]:
                                       "column 26"),
         ([1, 2], "expected a JSON object at the top, got list"),
         ({"trials": []}, "no schema_version: this is not a pytest-sandtable results.json"),
-        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.0'"),
+        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.1'"),
         ({"schema_version": "2.0", "writer": {"name": "pytest-sandtable", "version": "9.0.0"}},
          f"written with results schema 2.0 by pytest-sandtable 9.0.0; this pytest-sandtable ({__version__}) reads "
          "schema 1.x only: upgrade pytest-sandtable to read it"),
@@ -339,7 +409,7 @@ def test_a_missing_file_and_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match=r"results\.json: no such file$"):
         read_results(tmp_path)  # a folder means its results.json
     write_run(_good(), tmp_path)
-    assert read_results(tmp_path)["schema_version"] == "1.0"
+    assert read_results(tmp_path)["schema_version"] == "1.1"
 
 
 def test_schema_problems_name_the_field(tmp_path: Path) -> None:
@@ -350,7 +420,7 @@ def test_schema_problems_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ResultsError) as info:
         read_results(p)
     assert str(info.value) == (
-        f"{p}: does not match the results schema 1.0 (2 problems):\n"
+        f"{p}: does not match the results schema 1.1 (2 problems):\n"
         "  summary: 'pass_hat' is a required property\n"
         "  trials[0].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']"
     )
@@ -362,9 +432,24 @@ def test_a_newer_minor_version_with_new_fields_is_read(tmp_path: Path) -> None:
     doc["run"]["something_new"] = {"x": 1}
     doc["trials"][0]["attribution"] = "agent"
     assert read_results(_write(tmp_path, doc))["run"]["something_new"] == {"x": 1}
-    doc["schema_version"] = "1.0"
+    doc["schema_version"] = "1.1"
     with pytest.raises(ResultsError, match="Additional properties are not allowed"):
         read_results(_write(tmp_path, doc))
+
+
+def test_a_file_of_the_older_minor_version_1_0_is_read_and_rendered(tmp_path: Path) -> None:
+    """Schema 1.0 had no run.collection_errors and no gate.checks."""
+    doc = build_results([_trial(verdict="failed")], _meta(), fail_under=50)
+    doc["schema_version"] = "1.0"
+    assert "collection_errors" not in doc["run"]  # RunMeta without them: not recorded
+    del doc["gate"]["checks"]
+    doc["gate"]["lines"] = ["sandtable gate failed: pass^1 0.0% is below --sandtable-fail-under 50% by 50.0 points"]
+    back = read_results(_write(tmp_path, doc))
+    assert back["schema_version"] == "1.0"
+    html = write_run(back, tmp_path / "again") / "report.html"
+    text = html.read_text(encoding="utf-8")
+    assert "did not load" not in text
+    assert "pass^1 0.0% is below --sandtable-fail-under 50% by 50.0 points" in text
 
 
 def _required_paths(schema: dict[str, Any]) -> list[tuple[str, ...]]:

@@ -1,5 +1,6 @@
-"""Gates: --sandtable-fail-under, --sandtable-floor and critical tasks; the lines users
-see and the exit status each gives."""
+"""Gates: --sandtable-fail-under, --sandtable-floor, critical tasks and domain files that
+did not load; the lines users see (one verdict line first, then one line per check) and
+the exit status each gives."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_sandtable._gates import evaluate, parse_fail_under, parse_floor
+from pytest_sandtable._gates import GateCheck, evaluate, parse_fail_under, parse_floor, verdict_lines
 from pytest_sandtable._results import TrialResult
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -36,7 +37,23 @@ def test_fail_under_compares_the_highest_pass_k() -> None:
     assert (out.passed, out.gate_set) == (False, True)
     assert out.lines == ["sandtable gate failed: pass^4 62.5% is below --sandtable-fail-under 85% by 22.5 points"]
     out = evaluate(SUMMARY, 62.5, {}, [])
-    assert out.passed and out.lines == ["sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 62.5%"]
+    assert out.passed and out.lines == [
+        "sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 62.5% exactly"
+    ]
+    out = evaluate(SUMMARY, 60, {}, [])
+    assert out.lines == [
+        "sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 60% with 2.5 points to spare"
+    ]
+
+
+def test_a_margin_under_a_tenth_of_a_point_is_not_shown_as_zero() -> None:
+    near = {"k": 1, "pass_hat": {"1": 0.8704}, "tags": {}}
+    assert evaluate(near, 87, {}, []).lines == [
+        "sandtable gate passed: pass^1 87.0% meets --sandtable-fail-under 87% with 0.04 points to spare"
+    ]
+    assert evaluate(near, 87.05, {}, []).lines == [
+        "sandtable gate failed: pass^1 87.0% is below --sandtable-fail-under 87.05% by 0.01 points"
+    ]
 
 
 def test_fail_under_at_exactly_the_score_passes_despite_float_rounding() -> None:
@@ -48,10 +65,51 @@ def test_floors_per_tag_and_an_unknown_tag() -> None:
     out = evaluate(SUMMARY, None, {"booking": 90, "secrecy": 40, "billing": 50}, [])
     assert not out.passed
     assert out.lines == [
+        "sandtable gate failed: tag secrecy pass^4 0.0% is below --sandtable-floor secrecy=40% by 40.0 points "
+        "(and 1 more failure)",
+        "  failed: tag secrecy pass^4 0.0% is below --sandtable-floor secrecy=40% by 40.0 points",
+        "  failed: --sandtable-floor billing=50: no task is tagged 'billing'; the tags are booking, secrecy",
+        "  passed: tag booking pass^4 100.0% meets --sandtable-floor booking=90% with 10.0 points to spare",
+    ]
+    assert [c.passed for c in out.checks] == [False, False, True]
+    assert out.to_dict(None, {"booking": 90})["checks"][2] == {
+        "passed": True,
+        "text": "tag booking pass^4 100.0% meets --sandtable-floor booking=90% with 10.0 points to spare",
+    }
+
+
+def test_the_verdict_comes_first_and_is_never_both_passed_and_failed() -> None:
+    # fail-under met while a floor is missed: one verdict, failed; then each gate on its own line
+    out = evaluate(SUMMARY, 50, {"secrecy": 40}, [])
+    assert out.lines == [
         "sandtable gate failed: tag secrecy pass^4 0.0% is below --sandtable-floor secrecy=40% by 40.0 points",
-        "sandtable gate failed: --sandtable-floor billing=50: no task is tagged 'billing'; "
-        "the tags are booking, secrecy",
-        "sandtable gate passed: tag booking pass^4 100.0% meets --sandtable-floor booking=90%",
+        "  failed: tag secrecy pass^4 0.0% is below --sandtable-floor secrecy=40% by 40.0 points",
+        "  passed: pass^4 62.5% meets --sandtable-fail-under 50% with 12.5 points to spare",
+    ]
+    assert sum(ln.startswith("sandtable gate") for ln in out.lines) == 1
+    out = evaluate(SUMMARY, 50, {"booking": 90}, [])
+    assert out.passed and out.lines == [
+        "sandtable gate passed: all 2 gates met",
+        "  passed: pass^4 62.5% meets --sandtable-fail-under 50% with 12.5 points to spare",
+        "  passed: tag booking pass^4 100.0% meets --sandtable-floor booking=90% with 10.0 points to spare",
+    ]
+    assert verdict_lines([]) == []
+    assert verdict_lines([GateCheck(False, "a"), GateCheck(False, "b"), GateCheck(False, "c")])[0] == (
+        "sandtable gate failed: a (and 2 more failures)"
+    )
+
+
+def test_a_domain_file_that_did_not_load_fails_the_outcome_gate_or_not() -> None:
+    broken = [{"path": "suite/broken.sandtable.yaml", "message": "suite/broken.sandtable.yaml:1:1: missing 'tools'"}]
+    line = "domain file suite/broken.sandtable.yaml did not load (a collection error), so none of its tasks ran"
+    out = evaluate(SUMMARY, None, {}, [], broken)
+    assert (out.passed, out.gate_set, out.lines) == (False, False, [f"sandtable gate failed: {line}"])
+    out = evaluate(SUMMARY, 50, {}, [], broken)
+    assert (out.passed, out.gate_set) == (False, True)
+    assert out.lines == [
+        f"sandtable gate failed: {line}",
+        f"  failed: {line}",
+        "  passed: pass^4 62.5% meets --sandtable-fail-under 50% with 12.5 points to spare",
     ]
 
 
@@ -82,7 +140,8 @@ def test_with_a_gate_set_an_errored_trial_fails_it() -> None:
     assert out.lines == [
         "sandtable gate failed: 1 trial errored and was not graded (errored trials never count as passes): "
         "book-by-lane[2]",
-        "sandtable gate passed: pass^4 62.5% meets --sandtable-fail-under 50%",
+        "  failed: 1 trial errored and was not graded (errored trials never count as passes): book-by-lane[2]",
+        "  passed: pass^4 62.5% meets --sandtable-fail-under 50% with 12.5 points to spare",
     ]
 
 
@@ -120,9 +179,25 @@ def test_parse_floor_refuses_bad_values(raw: str, message: str) -> None:
 def test_parse_fail_under() -> None:
     assert parse_fail_under(None) is None
     assert parse_fail_under(85.0) == 85.0
+    assert parse_fail_under(0) == 0.0  # 0: no threshold at all, but a gate (exit status from the gate)
+    assert parse_fail_under(1.5) == 1.5
     with pytest.raises(pytest.UsageError, match=r"^--sandtable-fail-under: expected a percentage from 0 to 100, "
                                                 r"got '150.0'$"):
         parse_fail_under(150.0)
+
+
+@pytest.mark.parametrize(("raw", "meant"), [(0.85, "85"), ("0.875", "87.5"), (1, "100"), (1.0, "100"),
+                                            (0.001, "0.1")])
+def test_a_fraction_for_fail_under_is_a_usage_error_with_a_hint(raw: float | str, meant: str) -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        parse_fail_under(raw)
+    assert str(info.value) == f"--sandtable-fail-under takes a percentage: did you mean {meant}?"
+
+
+def test_a_fraction_for_a_floor_is_a_usage_error_with_a_hint() -> None:
+    with pytest.raises(pytest.UsageError) as info:
+        parse_floor("chat=0.9")
+    assert str(info.value) == "--sandtable-floor takes a percentage: did you mean chat=90?"
 
 
 # --------------------------------------------------------------------------- exit status of a run
@@ -145,7 +220,14 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def gate_lines(result: pytest.RunResult) -> list[str]:
-    return [ln for ln in result.outlines if ln.startswith("sandtable gate")]
+    """The verdict line and the per-check lines that follow it."""
+    lines = result.outlines
+    for i, ln in enumerate(lines):
+        if ln.startswith("sandtable gate"):
+            rest = lines[i + 1:]
+            n = next((j for j, x in enumerate(rest) if not x.startswith(("  failed: ", "  passed: "))), len(rest))
+            return [ln, *rest[:n]]
+    return []
 
 
 def test_no_gate_pytest_rule_a_failing_trial_fails_the_run(shop: pytest.Pytester) -> None:
@@ -164,9 +246,20 @@ def test_fail_under_met_passes_the_run_with_a_failing_trial(shop: pytest.Pyteste
     result = run(shop, "--sandtable-fail-under", "60")
     result.assert_outcomes(passed=11, failed=1)
     assert result.ret == 0
-    assert gate_lines(result) == ["sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60%"]
+    assert gate_lines(result) == [
+        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60% with 6.7 points to spare"
+    ]
     gate = only_results(shop.path)["gate"]
-    assert gate == {"set": True, "passed": True, "fail_under": 60.0, "floors": {}, "lines": gate_lines(result)}
+    assert gate == {"set": True, "passed": True, "fail_under": 60.0, "floors": {}, "lines": gate_lines(result),
+                    "checks": [{"passed": True, "text": gate_lines(result)[0].removeprefix("sandtable gate passed: ")}]}
+
+
+def test_a_fraction_given_to_fail_under_is_refused_before_anything_runs(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-fail-under", "0.85")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --sandtable-fail-under takes a percentage: did you mean 85?" in result.stderr.lines
+    assert not (shop.path / ".sandtable").exists()
+    assert run(shop, "--sandtable-fail-under", "0").ret == 0  # 0 is allowed: every score meets it
 
 
 def test_fail_under_missed_exits_1_saying_by_how_much(shop: pytest.Pytester) -> None:
@@ -181,7 +274,7 @@ def test_floor_met(shop: pytest.Pytester) -> None:
     result = run(shop, "--sandtable-floor", "refunds=100")
     assert result.ret == 0
     assert gate_lines(result) == [
-        "sandtable gate passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=100%"
+        "sandtable gate passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=100% exactly"
     ]
 
 
@@ -190,12 +283,32 @@ def test_floor_missed(shop: pytest.Pytester) -> None:
     assert result.ret == 1
     assert gate_lines(result) == [
         "sandtable gate failed: tag chat pass^4 50.0% is below --sandtable-floor chat=75% by 25.0 points",
-        "sandtable gate passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=90%",
+        "  failed: tag chat pass^4 50.0% is below --sandtable-floor chat=75% by 25.0 points",
+        "  passed: tag refunds pass^4 100.0% meets --sandtable-floor refunds=90% with 10.0 points to spare",
     ]
 
 
-def test_floor_on_an_unknown_tag(shop: pytest.Pytester) -> None:
-    result = run(shop, "--sandtable-floor", "billing=50")
+def test_floor_on_an_unknown_tag_is_a_usage_error_before_any_trial_runs(shop: pytest.Pytester) -> None:
+    result = run(shop, "--sandtable-floor", "billing=50", "--sandtable-floor", "chat=10")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (
+        "ERROR: --sandtable-floor billing=50: no collected trial is tagged 'billing'; the tags are chat, refunds"
+    )
+    assert "PASSED" not in result.stdout.str() and " passed" not in result.stdout.str()
+    assert not (shop.path / ".sandtable").exists()
+
+
+def test_floor_on_a_tag_deselected_by_k_is_a_usage_error(shop: pytest.Pytester) -> None:
+    result = run(shop, "-k", "greet", "--sandtable-floor", "refunds=90")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == (
+        "ERROR: --sandtable-floor refunds=90: no collected trial is tagged 'refunds'; the tags are chat"
+    )
+
+
+def test_floor_on_an_unknown_tag_under_xdist_is_reported_at_the_end(shop: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    result = shop.runpytest_subprocess(*PLUGIN_ARGS, "--sandtable-k=4", "-n", "2", "--sandtable-floor", "billing=50")
     assert result.ret == 1
     assert gate_lines(result) == [
         "sandtable gate failed: --sandtable-floor billing=50: no task is tagged 'billing'; the tags are chat, refunds"
@@ -226,7 +339,8 @@ def test_a_failing_critical_trial_fails_the_run_whatever_the_score(
     assert result.ret == 1
     assert gate_lines(result) == [
         "sandtable gate failed: critical task refund failed 1 of 4 trials ([3])",
-        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10%",
+        "  failed: critical task refund failed 1 of 4 trials ([3])",
+        "  passed: pass^4 66.7% meets --sandtable-fail-under 10% with 56.7 points to spare",
     ]
 
 
@@ -238,7 +352,8 @@ def test_an_errored_trial_never_counts_as_a_pass(shop: pytest.Pytester, monkeypa
     assert result.ret == 1
     assert gate_lines(result) == [
         "sandtable gate failed: 1 trial errored and was not graded (errored trials never count as passes): greet[2]",
-        "sandtable gate passed: pass^4 100.0% meets --sandtable-fail-under 10%",
+        "  failed: 1 trial errored and was not graded (errored trials never count as passes): greet[2]",
+        "  passed: pass^4 100.0% meets --sandtable-fail-under 10% with 90.0 points to spare",
     ]
 
 
@@ -247,4 +362,6 @@ def test_a_failing_plain_test_still_fails_a_gated_run(shop: pytest.Pytester) -> 
     result = run(shop, "--sandtable-fail-under=10")
     result.assert_outcomes(passed=11, failed=2)
     assert result.ret == 1  # the gate decides about trials only
-    assert gate_lines(result) == ["sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10%"]
+    assert gate_lines(result) == [
+        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10% with 56.7 points to spare"
+    ]

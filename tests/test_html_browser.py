@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from pytest_sandtable import ReferenceAgent, ScriptedUser, run_trial
 from pytest_sandtable._artifacts import RunMeta, build_results, write_run
 from pytest_sandtable._html import render_report
 from pytest_sandtable._loader import load_domain_text
+from pytest_sandtable._prices import builtin_prices_as_of
+from pytest_sandtable._results import TrialResult
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import SHOP
@@ -76,6 +79,88 @@ def test_the_page_is_self_contained_and_escapes_everything(report: Path) -> None
 def test_render_without_optional_parts() -> None:
     html = render_report({"summary": {"pass_hat": {"1": None}, "tasks": []}, "run": {}, "gate": {}, "trials": []})
     assert "n/a" in html and "No check failed." in html
+
+
+class _Tables(HTMLParser):
+    """Every <table> of a page as rows of cell texts (headers included), by the table's class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self._rows: list[list[str]] | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self._rows = self.tables.setdefault(dict(attrs).get("class") or "", [])
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._rows is not None and self._cell is not None:
+            self._rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._rows = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _usage_trial(task: str, agent: dict[str, Any], user: dict[str, Any]) -> TrialResult:
+    return TrialResult(domain="shop", task=task, trial=1, k=1, seed=1, verdict="passed", agent="claude",
+                       user="gpt", usage={"agent": agent, "user": user}, latency=[0.25, 0.75, 1.5],
+                       location="sandtable.yaml:1")
+
+
+def test_usage_and_cost_are_a_table_with_a_total_and_the_prices_date() -> None:
+    agent = {"claude-sonnet-4-5-20250929": {"input": 12_000, "output": 3_000, "cache_read": 40_000,
+                                            "cache_write": 8_000, "calls": 6}}
+    user = {"gpt-test": {"input": 1_000, "output": 200, "cache_read": 0, "cache_write": 0, "calls": 3}}
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": "0" * 64}], agent="reference",
+                   user="scripted", k=1, run_seed=0)
+    html = render_report(build_results([_usage_trial("greet", agent, user)], meta))
+    assert "cost.currency" not in html and "cost.total" not in html and "cost.prices_as_of" not in html
+    usage = _Tables()
+    usage.feed(html)
+    assert usage.tables["usage"] == [
+        ["side", "model", "calls", "input", "output", "cache read", "cache write", "cost"],
+        # (12,000 x 3 + 3,000 x 15 + 40,000 x 0.30 + 8,000 x 3.75) / 1e6 = $0.123
+        ["agent", "claude-sonnet-4-5-20250929", "6", "12,000", "3,000", "40,000", "8,000", "$0.1230"],
+        ["user", "gpt-test", "3", "1,000", "200", "0", "0", "n/a"],
+        ["total", "", "9", "13,000", "3,200", "40,000", "8,000", "$0.1230 + n/a"],
+    ]
+    assert (f"Cost estimated at list prices as of {builtin_prices_as_of()} (USD)") in html
+    assert "No price for <code>gpt-test</code>: its cost is n/a." in html
+    text = re.sub(r"<[^>]+>", " ", html)
+    assert re.search(r"agent turn latency\s+p50 750 ms · p95 1\.4 s over 3 turns", text)
+
+
+def test_usage_without_model_calls_and_with_an_unknown_cost_shape() -> None:
+    meta = RunMeta(domains=[], agent="reference", user="scripted", k=1, run_seed=0)
+    html = render_report(build_results([_usage_trial("greet", {}, {})], meta))
+    assert "No model calls were recorded" in html and '<table class="usage">' not in html
+    doc = build_results([_usage_trial("greet", {"m": {"input": 5, "output": 1, "calls": 1}}, {})], meta)
+    doc["summary"]["cost"] = {"total_usd": 0.42}  # another version's shape: still a table, cost n/a
+    usage = _Tables()
+    usage.feed(render_report(doc))
+    assert usage.tables["usage"][1] == ["agent", "m", "1", "5", "1", "0", "0", "n/a"]
+
+
+def test_the_gate_card_shows_one_verdict_and_a_line_per_check() -> None:
+    trials = [_usage_trial("greet", {}, {})]
+    trials[0].tags = ["chat"]
+    meta = RunMeta(domains=[], agent="reference", user="scripted", k=1, run_seed=0)
+    html = render_report(build_results(trials, meta, fail_under=50, floors={"chat": 100, "billing": 10}))
+    card = html[html.index('id="gate"'):html.index('id="tasks"')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", card))
+    assert text.count("gate failed") == 1 and "gate passed" not in text
+    assert "✗ failed: --sandtable-floor billing=10: no task is tagged" in text
+    assert "✓ passed: pass^1 100.0% meets --sandtable-fail-under 50% with 50.0 points to spare" in text
+    assert "✓ passed: tag chat pass^1 100.0% meets --sandtable-floor chat=100% exactly" in text
 
 
 # --------------------------------------------------------------------------- in a browser

@@ -4,6 +4,7 @@ results.json with pass^k over all trials, refusals with one clear line, re-rende
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_merge_with_a_gate(shop: pytest.Pytester, capsys: pytest.CaptureFixture[
     capsys.readouterr()
     assert cli("merge", "a", "b", "-o", "m1", "--fail-under", "60") == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60%"
+        "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 60% with 6.7 points to spare"
     )
     assert cli("merge", "a", "b", "-o", "m2", "--floor", "chat=75") == 1
     assert capsys.readouterr().out.splitlines()[-1] == (
@@ -103,6 +104,10 @@ def test_merge_with_a_gate(shop: pytest.Pytester, capsys: pytest.CaptureFixture[
     assert (gate["set"], gate["passed"], gate["floors"]) == (True, False, {"chat": 75.0})
     assert cli("merge", "a", "b", "--floor", "chat") == 2
     assert capsys.readouterr().err == "error: --floor: expected TAG=PCT, e.g. booking=90, got 'chat'\n"
+    assert cli("merge", "a", "b", "--fail-under", "0.85") == 2
+    assert capsys.readouterr().err == "error: --fail-under takes a percentage: did you mean 85?\n"
+    assert cli("merge", "a", "b", "--floor", "chat=0.75") == 2
+    assert capsys.readouterr().err == "error: --floor takes a percentage: did you mean chat=75?\n"
 
 
 def test_merge_without_out_makes_a_run_folder(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,6 +175,63 @@ def test_merge_refuses_shards_of_different_runs(shop: pytest.Pytester, capsys: p
     )
 
 
+def test_merge_refuses_shards_whose_trials_ran_another_agent(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both shards record run.agent 'reference' (the option); in one a sandtable_agent fixture ran another agent."""
+    a = shard(shop, "a", "-k", "refund")
+    (shop.path / "conftest.py").unlink()  # no fixture: the option's reference agent runs
+    b = shard(shop, "b", "-k", "not refund")
+    assert a["run"]["agent"] == b["run"]["agent"] == "reference"
+    assert (a["summary"]["agents"], b["summary"]["agents"]) == (["shop-agent"], ["reference"])
+    capsys.readouterr()
+    assert cli("merge", "a", "b", "-o", "merged") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: a and b ran domain 'shop' with different agents ('shop-agent' and 'reference'): "
+        "shards of one run use the same agent\n"
+    )
+    assert not (shop.path / "merged").exists()
+
+
+def test_merge_refuses_shards_whose_trials_ran_another_user(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shard(shop, "a", "-k", "refund")
+    shard(shop, "b", "-k", "not refund")
+    doc = json.loads((shop.path / "b" / "results.json").read_text(encoding="utf-8"))
+    for t in doc["trials"]:
+        t["user"] = "claude:claude-haiku-4-5"
+    doc["summary"]["users"] = ["claude:claude-haiku-4-5"]
+    (shop.path / "b" / "results.json").write_text(json.dumps(doc), encoding="utf-8")
+    capsys.readouterr()
+    assert cli("merge", "a", "b") == 2
+    assert capsys.readouterr().err == (
+        "error: cannot merge: a and b ran domain 'shop' with different users ('scripted' and "
+        "'claude:claude-haiku-4-5'): shards of one run use the same simulated user\n"
+    )
+
+
+def test_merge_carries_domain_files_that_did_not_load(
+    shop: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHOP_FAIL", "")
+    (shop.path / "broken.sandtable.yaml").write_text("version: 1\nname: broken\n", encoding="utf-8")
+    shard(shop, "a", "-k", "refund")
+    shard(shop, "b", "-k", "not refund")
+    capsys.readouterr()
+    assert cli("merge", "a", "b", "-o", "merged", "--fail-under", "10") == 1
+    merged = read_results(shop.path / "merged")
+    assert [c["path"] for c in merged["run"]["collection_errors"]] == ["broken.sandtable.yaml"]  # once, not twice
+    out = capsys.readouterr().out.splitlines()
+    assert out[-4:] == [
+        "sandtable: 1 domain file did not load, so its tasks are not in these results: broken.sandtable.yaml",
+        "sandtable gate failed: domain file broken.sandtable.yaml did not load (a collection error), so none of its "
+        "tasks ran",
+        "  failed: domain file broken.sandtable.yaml did not load (a collection error), so none of its tasks ran",
+        "  passed: pass^4 100.0% meets --sandtable-fail-under 10% with 90.0 points to spare",
+    ]
+
+
 def test_merge_refuses_a_bad_file(shop: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     shard(shop, "a", "-k", "refund")
     (shop.path / "broken.json").write_text("{", encoding="utf-8")
@@ -196,12 +258,39 @@ def test_report_rerenders_the_html_and_prints_the_summary(
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("12 trials of 3 tasks: 10 passed, 2 failed, 0 errored")
     assert "all tasks    3        83.3%     66.7%     50.0%     33.3%" in out
-    assert out[-3:] == [
+    assert doc["gate"]["lines"] == [
+        "sandtable gate failed: pass^4 33.3% is below --sandtable-fail-under 50% by 16.7 points (and 1 more failure)",
+        "  failed: pass^4 33.3% is below --sandtable-fail-under 50% by 16.7 points",
+        "  failed: critical task refund failed 1 of 4 trials ([3])",
+    ]
+    assert out[-4:] == [
         f"sandtable: report in {Path('run') / 'report.html'}",
         *doc["gate"]["lines"],
     ]
     assert cli("report", "run", "-o", "elsewhere") == 0
     assert (shop.path / "elsewhere" / "report.html").read_text(encoding="utf-8") == first
+
+
+@pytest.mark.parametrize("command", ["merge", "report"])
+def test_a_closed_pipe_ends_the_output_quietly(shop: pytest.Pytester, command: str) -> None:
+    """``python -m pytest_sandtable merge ... | head -1``: no BrokenPipeError traceback."""
+    shard(shop, "a", "-k", "refund")
+    shard(shop, "b", "-k", "not refund")
+    argv = ["merge", "a", "b", "-o", "merged"] if command == "merge" else ["report", "a"]
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_sandtable", *argv], cwd=shop.path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader went away before a line was written
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=60)
+    assert err == ""
+    assert code == (1 if command == "merge" else 0)  # what it would have been: trials failed
+    assert (shop.path / ("merged" if command == "merge" else "a") / "report.html").is_file()
+    # and through a shell pipe, as users type it
+    shell = subprocess.run(f"{sys.executable} -m pytest_sandtable {' '.join(argv)} | head -1", shell=True,
+                           cwd=shop.path, capture_output=True, text=True, check=False)
+    assert shell.stderr == ""
+    assert shell.stdout.startswith("12 trials of 3 tasks:") or shell.stdout.startswith("4 trials of 1 task:")
 
 
 def test_report_of_a_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,30 +90,40 @@ def test_load_prices_yaml_plain_and_json_wrapped(tmp_path: Path) -> None:
     ("name", "text", "message"),
     [
         ("p.yaml", None, "prices file p.yaml: no such file"),
-        ("p.yaml", "gpt-x: {input: 1, output: [", "prices file p.yaml: not valid YAML: "
-                                                  "expected the node content, but found '<stream end>' (line 1)"),
-        ("p.json", '{"gpt-x": {"input": 1,}}', "prices file p.json: not valid JSON: "
-                                               "Expecting property name enclosed in double quotes (line 1)"),
-        ("p.yaml", "", "prices file p.yaml: empty; expected a mapping of model name to prices"),
-        ("p.yaml", "- gpt-x\n", "prices file p.yaml: expected a mapping of model name to prices, got a list"),
-        ("p.yaml", "gpt-x: 2.5\n", "prices file p.yaml: model 'gpt-x': expected a mapping with input and output "
-                                   "prices, got 2.5"),
-        ("p.yaml", "gpt-x: {input: 1, output: 2, cached_input: 0.5}\n",
-         "prices file p.yaml: model 'gpt-x': unknown key 'cached_input' (allowed: input, output, cache_read, "
+        ("p.yaml", "gpt-x: {input: 1, output: [", "prices file p.yaml, line 1: not valid YAML: "
+                                                  "expected the node content, but found '<stream end>'"),
+        ("p.json", '{"gpt-x": {"input": 1,}}', "prices file p.json, line 1: not valid JSON: "
+                                               "Expecting property name enclosed in double quotes"),
+        ("p.yaml", "", "prices file p.yaml: empty; expected a mapping of model name to prices, "
+                       "e.g. gpt-4.1: {input: 2.0, output: 8.0}"),
+        ("p.yaml", "- gpt-x\n", "prices file p.yaml: expected a mapping of model name to prices, "
+                                "e.g. gpt-4.1: {input: 2.0, output: 8.0}; got a list"),
+        ("p.yaml", "gpt-x: 2.5\n", "prices file p.yaml, line 1: model 'gpt-x': expected a mapping with input and "
+                                   "output prices, got 2.5"),
+        ("p.yaml", "gpt-y: {input: 1, output: 2}\ngpt-x: {input: 1, output: 2, cached_input: 0.5}\n",
+         "prices file p.yaml, line 2: model 'gpt-x': unknown key 'cached_input' (allowed: input, output, cache_read, "
          "cache_write, note)"),
         ("p.yaml", "gpt-x: {input: 1}\n",
-         "prices file p.yaml: model 'gpt-x': missing 'output' (USD per million tokens)"),
+         "prices file p.yaml, line 1: model 'gpt-x': missing 'output' (USD per million tokens)"),
         ("p.yaml", "gpt-x: {input: 1, output: -2}\n",
-         "prices file p.yaml: model 'gpt-x': 'output' must be a number >= 0 (USD per million tokens), got -2"),
+         "prices file p.yaml, line 1: model 'gpt-x': 'output' must be a number >= 0 (USD per million tokens), "
+         "got -2"),
         ("p.yaml", "gpt-x: {input: '$2', output: 8}\n",
-         "prices file p.yaml: model 'gpt-x': 'input' must be a number >= 0 (USD per million tokens), got '$2'"),
+         "prices file p.yaml, line 1: model 'gpt-x': 'input' must be a number >= 0 (USD per million tokens), "
+         "got '$2'"),
         ("p.yaml", "gpt-x: {input: true, output: 8}\n",
-         "prices file p.yaml: model 'gpt-x': 'input' must be a number >= 0 (USD per million tokens), got True"),
+         "prices file p.yaml, line 1: model 'gpt-x': 'input' must be a number >= 0 (USD per million tokens), "
+         "got True"),
         ("p.yaml", "models: [gpt-x]\n",
-         "prices file p.yaml: 'models' must be a mapping of model name to prices, got a list"),
+         "prices file p.yaml, line 1: 'models' must be a mapping of model name to prices, got a list"),
         ("p.yaml", "models: {}\ncurrency: USD\nvalid_from: 2026-01-01\n",
-         "prices file p.yaml: unknown key 'valid_from' next to 'models' (allowed: models, as_of, source, currency, "
-         "unit, notes)"),
+         "prices file p.yaml, line 3: unknown key 'valid_from' next to 'models' (allowed: models, as_of, source, "
+         "currency, unit, notes)"),
+        ("p.json", '{"models": {\n  "gpt-x": {"input": 1, "output": 2},\n  "gpt-y": {"input": 1}\n}}',
+         "prices file p.json, line 3: model 'gpt-y': missing 'output' (USD per million tokens)"),
+        ("p.yaml", "gpt-x: {input: 1, output: '" + "9" * 300 + "'}\n",
+         "prices file p.yaml, line 1: model 'gpt-x': 'output' must be a number >= 0 (USD per million tokens), "
+         "got '" + "9" * 76 + "..."),
     ],
 )
 def test_load_prices_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str | None,
@@ -125,6 +135,64 @@ def test_load_prices_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nam
         load_prices(name)
     assert str(e.value) == message
     assert isinstance(e.value, ValueError)
+
+
+JUNIT_PASSED = (
+    '<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest" errors="0" '
+    'failures="0" skipped="0" tests="2" time="0.031" timestamp="2026-03-01T09:30:12.123456+00:00" hostname="ci">'
+    '<testcase classname="test_x" name="test_a" time="0.001" /><testcase classname="test_x" name="test_b" '
+    'time="0.001" /></testsuite></testsuites>\n'
+)
+JUNIT_FAILED = JUNIT_PASSED.replace(
+    'name="test_b" time="0.001" />',
+    'name="test_b" time="0.001"><failure message="assert 1 == 2">def test_b():\n&gt;       assert 1 == 2\n'
+    "E       assert 1 == 2\n\ntest_x.py:4: AssertionError</failure></testcase>",
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (JUNIT_PASSED, "prices file junit.xml: expected a mapping of model name to prices, e.g. gpt-4.1: "
+                       "{input: 2.0, output: 8.0}; got the text "
+                       "'<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites name=\"pytest tests\"><tests..."),
+        (JUNIT_FAILED, "prices file junit.xml, line 2: not valid YAML: expected alphabetic or numeric character, "
+                       "but found ';'"),
+    ],
+    ids=["passing-run", "failing-run"],
+)
+def test_a_file_of_another_kind_gives_a_short_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    """A junit.xml given as --sandtable-prices: a short line, never the whole file's text."""
+    monkeypatch.chdir(tmp_path)
+    Path("junit.xml").write_text(text)
+    with pytest.raises(PricesError) as e:
+        load_prices("junit.xml")
+    assert str(e.value) == message
+    assert "\n" not in str(e.value) and "testcase" not in str(e.value)  # never the whole file
+
+
+def test_a_junit_xml_as_prices_file_is_a_one_line_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    (pytester.path / "junit.xml").write_text(JUNIT_PASSED)
+    result = pytester.runpytest("--sandtable-prices", "junit.xml", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [ln for ln in result.stderr.lines if ln.strip()]
+    assert errors == [
+        "ERROR: --sandtable-prices: prices file junit.xml: expected a mapping of model name to prices, e.g. gpt-4.1: "
+        "{input: 2.0, output: 8.0}; got the text "
+        "'<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites name=\"pytest tests\"><tests..."
+    ]
+
+
+def test_a_binary_file_as_prices_file(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(PricesError) as e:
+        load_prices(tmp_path / "p.yaml")
+    assert str(e.value) == (f"prices file {tmp_path / 'p.yaml'}: not a text file (not UTF-8); expected a mapping "
+                            "of model name to prices, e.g. gpt-4.1: {input: 2.0, output: 8.0}")
 
 
 @pytest.mark.parametrize(
