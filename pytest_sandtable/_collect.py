@@ -135,6 +135,8 @@ class TrialItem(pytest.Function):
             result = excinfo.value.result
             when = "setup" if isinstance(excinfo.value, TrialErrored) else "call"
             self.add_report_section(when, "sandtable transcript", transcript_text(result))
+            if result.traceback:
+                self.add_report_section(when, "sandtable agent traceback", result.traceback)
             return failure_text(result)
         return super().repr_failure(excinfo)
 

@@ -366,6 +366,9 @@ def _trial(t: Mapping[str, Any], idx: _Index) -> str:
                 for c in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
     body.append("<h4>Transcript</h4>" + _transcript(t))
+    if t.get("traceback"):
+        body.append('<details class="tb"><summary>Where the agent raised</summary>'
+                    f'<pre>{e(t["traceback"])}</pre></details>')
     body.append("<h4>World diff</h4>" + _diff(t.get("diff") or {}))
     checks = t.get("checks") or []
     if checks:

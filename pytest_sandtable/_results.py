@@ -57,6 +57,8 @@ class TrialResult:
     latency: list[float] = field(default_factory=list)  # seconds per agent turn
     duration: float = 0.0
     location: str = ""  # file:line of the task
+    # where the agent raised, when it did (its own frames; not ours)
+    traceback: str | None = None
     # soft rule id -> {"tool": tool or None, "applied": its tool was attempted, "broken": violated}
     soft: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -8,8 +8,10 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
+import os
 import threading
 import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +46,21 @@ class _DomainBug(BaseException):
 class _ToolBudgetExceeded(BaseException):
     """Raised out of call_tool to stop an agent stuck in a tool loop (BaseException so
     an agent's `except Exception` does not swallow it)."""
+
+
+# frames of ours and of the machinery that calls agents are not the agent's
+_NOT_THE_AGENTS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
+    os.path.abspath(threading.__file__),
+)
+
+
+def _agent_traceback(e: BaseException) -> str:
+    """The traceback of an agent's exception, without this package's own frames."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(_NOT_THE_AGENTS)]
+    lines = traceback.format_list(frames[-20:]) + traceback.format_exception_only(type(e), e)
+    return "".join(lines).rstrip()
 
 
 def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
@@ -266,6 +283,7 @@ async def arun_trial(
     error: str | None = None
     ended_by = ""
     latency: list[float] = []
+    agent_traceback: str | None = None
     agent_usage, user_usage = Usage(), Usage()
     agent_state: dict[str, Any] = {}
     user_state: dict[str, Any] = {}
@@ -352,6 +370,7 @@ async def arun_trial(
                     break
                 except Exception as e:
                     runtime.append(Check("runtime", "runtime", False, f"the agent raised {type(e).__name__}: {e}"))
+                    agent_traceback = _agent_traceback(e)
                     ended_by = "agent_error"
                     break
                 latency.append(time.perf_counter() - t0)
@@ -421,6 +440,7 @@ async def arun_trial(
     }
     return TrialResult(
         soft=soft,
+        traceback=agent_traceback,
         domain=domain.name,
         task=task.id,
         trial=trial,

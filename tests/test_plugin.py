@@ -403,3 +403,22 @@ def test_xdist_gives_the_same_summary_and_still_runs_next_to_a_broken_domain(dom
     parallel.assert_outcomes(passed=3, failed=3, errors=1)
     assert sandtable_section(parallel.outlines) == sandtable_section(serial.outlines)
     assert sandtable_section(parallel.outlines)[0].startswith("6 trials of 2 tasks: 3 passed, 3 failed")
+
+
+def test_an_agent_that_raises_shows_where_in_its_own_code(domain: pytest.Pytester) -> None:
+    domain.makepyfile(boom="def helper(d):\n    return d['booking_id']\n\n\ndef agent(turn):\n    return helper({})\n")
+    domain.syspathinsert()
+    result = domain.runpytest("-k", "happy", "--sandtable-agent=boom:agent")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["  runtime  runtime  *the agent raised KeyError: 'booking_id'"])
+    result.stdout.fnmatch_lines([
+        "*Captured sandtable agent traceback call*",
+        '  File "*boom.py", line 6, in agent',
+        "    return helper({})",
+        "*",
+        '  File "*boom.py", line 2, in helper',
+        "    return d['booking_id']",
+        "*",
+        "KeyError: 'booking_id'",
+    ], consecutive=True)
+    result.stdout.no_fnmatch_line("*asyncio*")
