@@ -42,6 +42,10 @@ class Finding:
         return f"{self.file}:{self.line}: {self.level}: {self.task}: {self.message}"
 
 
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
 def _silent_agent(turn: Turn) -> str:
     return ""
 
@@ -86,9 +90,12 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
         add(NOTE, "no reference: the reference agent cannot rehearse this task and lint cannot check it")
     else:
         says = sum(1 for s in task.reference if s.say is not None)
-        turns = min(len(lines), task.max_turns)
-        if says > turns:
-            add(ERROR, f"the reference has {says} replies but the scripted user gives it {turns} turns")
+        if says > task.max_turns:
+            add(ERROR, f"the reference has {_n(says, 'reply', 'replies')} but max_turns allows "
+                       f"{_n(task.max_turns, 'agent turn')}")
+        elif says > len(lines):
+            add(ERROR, f"the reference has {_n(says, 'reply', 'replies')} but the scripted user says "
+                       f"{_n(len(lines), 'line')} (opening and script), so it gets {_n(len(lines), 'turn')}")
         result = run_trial(domain, task, ReferenceAgent(), user)
         if result.error:
             add(ERROR, f"the reference trial errored: {result.error}")

@@ -108,6 +108,12 @@ class RunState:
             self.agent_source = ", ".join(sorted(seen))
             if tr is not None:
                 tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {self.agent_source}")
+                if session.config.getoption("--sandtable-agent") is not None:
+                    tr.write_line(
+                        f"sandtable: --sandtable-agent={session.config.getoption('--sandtable-agent')} is ignored "
+                        f"for the trials whose sandtable_agent fixture is overridden there",
+                        yellow=True,
+                    )
 
     # -- running ----------------------------------------------------------------
 

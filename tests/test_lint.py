@@ -1,0 +1,97 @@
+"""`python -m pytest_sandtable lint`: tasks that would mislead a score, found before any run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+DOMAIN = """\
+version: 1
+name: freight
+world:
+  carriers:
+    key: mc_number
+    rows:
+      - { mc_number: "100101", name: Blue Ridge Haulers }
+  loads:
+    key: load_id
+    rows:
+      - { load_id: L-1001, max_rate: 2350, status: available }
+tools:
+  - name: verify_carrier
+    params: { mc_number: { type: string } }
+    ops:
+      - get: { table: carriers, key: $mc_number }
+  - name: book_load
+    params: { load_id: { type: string }, rate: { type: number } }
+    ops:
+      - update: { table: loads, key: $load_id, set: { status: booked } }
+invariants:
+  - { id: rate-ceiling, kind: limit, tool: book_load, arg: rate, lte: { table: loads, key: $load_id, field: max_rate } }
+tasks:
+  - id: book
+    user: { opening: "MC 100101 about L-1001.", script: ["Deal."] }
+    expect:
+      state: [{ table: loads, key: L-1001, fields: { status: booked } }]
+    reference:
+      - call: verify_carrier
+        args: { mc_number: "100101" }
+      - say: "Verified. 2,100?"
+      - call: book_load
+        args: { load_id: L-1001, rate: 2100 }
+      - say: "Booked."
+"""
+
+
+LINE = DOMAIN.splitlines().index("  - id: book") + 1
+
+
+def lint(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "sandtable.yaml"
+    path.write_text(text, encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "pytest_sandtable", "lint", str(path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+
+def test_a_sound_domain_is_ok(tmp_path: Path) -> None:
+    r = lint(tmp_path, DOMAIN)
+    assert (r.returncode, r.stdout) == (0, f"ok: {tmp_path / 'sandtable.yaml'} (1 task replayed)\n")
+
+
+def test_a_reference_longer_than_the_script_is_an_error(tmp_path: Path) -> None:
+    r = lint(tmp_path, DOMAIN.replace(', script: ["Deal."]', ""))
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[0] == (
+        f"{tmp_path / 'sandtable.yaml'}:{LINE}: error: book: the reference has 2 replies but the scripted user "
+        "says 1 line (opening and script), so it gets 1 turn"
+    )
+
+
+def test_a_reference_that_breaks_a_rule_is_an_error(tmp_path: Path) -> None:
+    r = lint(tmp_path, DOMAIN.replace("rate: 2100", "rate: 2600"))
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        f"{tmp_path / 'sandtable.yaml'}:{LINE}: error: book: the reference breaks rule rate-ceiling: "
+        "book_load rate=2600 exceeds the limit 2350"
+    ]
+
+
+def test_a_task_a_silent_agent_passes_is_a_warning(tmp_path: Path) -> None:
+    text = DOMAIN.replace("fields: { status: booked }", "fields: { status: available }").replace(
+        "      - call: book_load\n        args: { load_id: L-1001, rate: 2100 }\n", "")
+    text = text.replace("expect:\n", "expect:\n      called: [verify_carrier]\n")
+    text = text.replace("      called: [verify_carrier]\n", "")
+    r = lint(tmp_path, text.replace('state: [{ table: loads, key: L-1001, fields: { status: available } }]',
+                                    'state: [{ table: loads, where: { status: available }, count: 1 }]'))
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        f"{tmp_path / 'sandtable.yaml'}:{LINE}: warning: book: passes when the agent does nothing: its expectations "
+        "hold in the untouched world; expect something only a correct conversation reaches"
+    ]
+
+
+def test_a_domain_that_does_not_load_exits_2(tmp_path: Path) -> None:
+    r = lint(tmp_path, DOMAIN.replace("params: { mc_number", "parms: { mc_number"))
+    assert r.returncode == 2
+    assert "tools[0].parms: unknown key 'parms'; did you mean 'params'?" in r.stdout
