@@ -3,9 +3,11 @@
 Every agent turn waits 100 ms (as a model call would), so a trial of T agent
 turns ideally takes T x 0.1 s and N trials in flight ideally take
 trials x T x 0.1 / N. Prints the measured test-loop time (first item to last,
-from inside pytest) and the whole pytest process, each against the ideal.
+from inside pytest) and the whole pytest process, each against the ideal; and
+the loop against the "slots" bound, ceil(trials / N) x T x 0.1 s, the least time
+equal trials can take in N slots (200 trials do not divide into 32).
 
-    python benchmarks/bench_concurrency.py [--trials 200] [--levels 1,8,32] [--sync]
+    python benchmarks/bench_concurrency.py [--trials 200] [--levels 1,8,32] [--sync] [--workers W]
 """
 
 from __future__ import annotations
@@ -80,22 +82,26 @@ import pytest
 _t = {}
 
 
-# the test loop alone: first item to last (not start-up, collection or the
-# results.json/report.html written at session end, which the process time includes)
+# the test loop: from the first item's start to the end of the loop (not start-up,
+# collection, xdist's workers booting, or the results written at session end, which
+# the process time includes)
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session):
-    t0 = time.perf_counter()
     try:
         return (yield)
     finally:
-        _t["loop"] = time.perf_counter() - t0
+        _t["end"] = time.perf_counter()
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _t.setdefault("start", time.perf_counter())
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
-    if "loop" in _t and not hasattr(session.config, "workerinput"):
+    if "end" in _t and "start" in _t and not hasattr(session.config, "workerinput"):
         with open(os.environ["BENCH_TIMES"], "w") as f:
-            json.dump({"loop": _t["loop"]}, f)
+            json.dump({"loop": _t["end"] - _t["start"]}, f)
 '''
 
 
@@ -104,6 +110,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--levels", default="1,8,32")
     ap.add_argument("--sync", action="store_true", help="use a sync agent (runs in threads) instead of async")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="pytest-xdist workers (-n W); trials in flight are W x N, so the ideal divides by W x N")
     a = ap.parse_args()
     k = 4
     tasks = a.trials // k
@@ -114,16 +122,22 @@ def main() -> None:
         (root / "bench_agents.py").write_text(AGENTS.format(turn=TURN_SECONDS))
         (root / "conftest.py").write_text(TIMER)
         agent = "bench_agents:sync_agent" if a.sync else "bench_agents:async_agent"
-        print(f"{tasks * k} trials x {turns} agent turns x {TURN_SECONDS * 1000:.0f} ms, agent {agent}")
-        print(f"{'N':>4} {'ideal s':>8} {'loop s':>8} {'loop/ideal':>10} {'process s':>9} {'process/ideal':>13}")
+        workers = f", {a.workers} xdist workers x N" if a.workers else ""
+        print(f"{tasks * k} trials x {turns} agent turns x {TURN_SECONDS * 1000:.0f} ms, agent {agent}{workers}")
+        print(f"{'N':>4} {'ideal s':>8} {'loop s':>8} {'loop/ideal':>10} {'process s':>9} {'process/ideal':>13} "
+              f"{'slots s':>8} {'loop/slots':>10}")
         for n in [int(x) for x in a.levels.split(",")]:
-            ideal = tasks * k * turns * TURN_SECONDS / n
+            flight = n * max(1, a.workers)
+            ideal = tasks * k * turns * TURN_SECONDS / flight
+            # equal trials fill N slots in waves: ceil(trials / N) trial-lengths at the least
+            slots = -(-tasks * k // flight) * turns * TURN_SECONDS
             times = root / "times.json"
             env = dict(os.environ, BENCH_TIMES=str(times), PYTHONPATH=str(root))
             t0 = time.perf_counter()
             proc = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--sandtable-k={k}",
-                 f"--sandtable-agent={agent}", f"--sandtable-concurrency={n}", str(root)],
+                 f"--sandtable-agent={agent}", f"--sandtable-concurrency={n}", str(root),
+                 *(["-p", "xdist", "-n", str(a.workers)] if a.workers else [])],
                 cwd=root, env=env, capture_output=True, text=True,
             )
             wall = time.perf_counter() - t0
@@ -131,7 +145,8 @@ def main() -> None:
             if proc.returncode != 0:
                 raise SystemExit(f"pytest failed at N={n}: {last}")
             loop = json.loads(times.read_text())["loop"]
-            print(f"{n:>4} {ideal:>8.2f} {loop:>8.2f} {loop / ideal:>10.3f} {wall:>9.2f} {wall / ideal:>13.3f}")
+            print(f"{n:>4} {ideal:>8.2f} {loop:>8.2f} {loop / ideal:>10.3f} {wall:>9.2f} {wall / ideal:>13.3f} "
+                  f"{slots:>8.2f} {loop / slots:>10.3f}")
 
 
 if __name__ == "__main__":

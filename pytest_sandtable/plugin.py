@@ -86,6 +86,23 @@ def pytest_configure(config: pytest.Config) -> None:
     from ._artifacts_plugin import register as register_artifacts
 
     register_artifacts(config)
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XdistScheduling(), "sandtable-xdist-scheduling")
+
+
+class _XdistScheduling:
+    """With trials in flight (--sandtable-concurrency > 1), xdist's `load` scheduler
+    starves them: it holds items back from a worker whose items take long (they wait
+    on their trials) and has at least two pending, so a worker can only prefetch two.
+    Work stealing hands each worker its share up front; idle workers steal."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "load" or _number(config, "concurrency", int, 1) <= 1:
+            return None
+        from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped,unused-ignore]
+
+        return WorkStealingScheduling(config, log)
 
 
 _K = pytest.StashKey[int]()
