@@ -6,8 +6,10 @@ are not numbers compare as strings (so ISO dates order correctly).
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 OPERATOR_SYMBOLS = {
@@ -81,16 +83,26 @@ def template(message: str, args: Mapping[str, Any]) -> str:
 def as_number(v: Any) -> float | None:
     """The numeric value of an int, float or numeric string; None otherwise."""
     t = type(v)
-    if t is int or t is float:
-        return float(v)
+    if t is float:
+        return v  # type: ignore[no-any-return]
+    if t is int:
+        try:
+            return float(v)
+        except OverflowError:  # an int too big for a float is no number we compare
+            return None
     if t is str:
         # cheap pre-check: most text values (ids, names) start with a letter
         if not v or v[0] not in _NUMBER_START:
             return None
-    elif isinstance(v, bool) or not isinstance(v, (int, float, str)):
+    elif isinstance(v, bool):
         return None
+    elif isinstance(v, (numbers.Real, Decimal)):  # int/float subclasses, Decimal, Fraction, numpy numbers
+        try:
+            return float(v)
+        except (OverflowError, ValueError):
+            return None
     elif not isinstance(v, str):
-        return float(v)
+        return None
     if _NUMBER.match(v):
         try:
             return float(v)

@@ -128,7 +128,13 @@ class TrialPool:
         """Wait for a trial; while waiting, route trial output away from the current item."""
         fut = self._futures[key]
         with _routed():
-            result = fut.result()
+            while True:
+                try:
+                    result = fut.result(timeout=1.0)
+                    break
+                except concurrent.futures.TimeoutError:
+                    if not self._thread.is_alive():  # never wait on a loop that is gone
+                        raise RuntimeError("the trial pool's event loop stopped; the trial cannot finish") from None
         del self._futures[key]
         return result
 

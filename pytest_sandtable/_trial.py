@@ -101,12 +101,35 @@ async def _invoke(fn: Any, arg: Any, timeout: float | None, inline: bool) -> Any
     if inline:
         value = fn(arg)
     elif _is_async(fn):
-        value = fn(arg)
+        value = _exits_guarded(fn, arg)
     else:
         value = await asyncio.wait_for(_in_daemon_thread(fn, arg), timeout)
     if inspect.isawaitable(value):
-        return await asyncio.wait_for(value, timeout)
+        return await asyncio.wait_for(_awaited(value), timeout)
     return value
+
+
+class _AgentExit(Exception):
+    """An agent or user raised SystemExit or KeyboardInterrupt. Carried as an ordinary
+    exception: asyncio lets those two escape a task and tear down the event loop."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(repr(exc))
+        self.exc = exc
+
+
+def _exits_guarded(fn: Any, arg: Any) -> Any:
+    try:
+        return fn(arg)
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _AgentExit(e) from None
+
+
+async def _awaited(aw: Any) -> Any:
+    try:
+        return await aw
+    except (SystemExit, KeyboardInterrupt) as e:
+        raise _AgentExit(e) from None
 
 
 def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
@@ -127,6 +150,10 @@ def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
     def work() -> None:
         try:
             value = ctx.run(fn, arg)
+        except (SystemExit, KeyboardInterrupt) as e:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(settle, False, _AgentExit(e))
+            return
         except BaseException as e:  # carried to the awaiting trial
             if not loop.is_closed():
                 loop.call_soon_threadsafe(settle, False, e)
@@ -218,7 +245,8 @@ class _Trial:
             "index": index,
             "turn": self.turn,
             "tool": str(name),
-            "args": args if isinstance(args, dict) else {"_raw": args},
+            # recorded as JSON values: an agent may pass Decimal, datetime, UUID... (results travel as JSON)
+            "args": _plain(args) if isinstance(args, dict) else {"_raw": _plain(args)},
             "ok": result.ok,
             "result": result.value if result.ok else None,
             "error": None if result.ok else {"code": result.error, "message": result.message},
@@ -236,6 +264,20 @@ class _Trial:
                 self.violations.append(
                     Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None, inv.source_quote)
                 )
+
+
+def _plain(x: Any) -> Any:
+    """A JSON-compatible copy of a value (non-JSON leaves become their str())."""
+    t = type(x)
+    if t is str or t is int or t is float or t is bool or x is None:
+        return x
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (int, float)):  # int/float subclasses, e.g. numpy scalars register as these
+        return float(x) if isinstance(x, float) else int(x)
+    return str(x)
 
 
 def _conversation(transcript: list[dict[str, Any]], for_user: bool = False) -> list[dict[str, str]]:
@@ -349,8 +391,11 @@ async def arun_trial(
                     error = str(e)
                     ended_by = "domain_error"
                     break
-                except SystemExit as e:
-                    runtime.append(Check("runtime", "runtime", False, f"the agent called sys.exit({e.code!r})"))
+                except (SystemExit, _AgentExit) as e:
+                    exc = e.exc if isinstance(e, _AgentExit) else e
+                    what = (f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
+                            else f"raised {type(exc).__name__}")
+                    runtime.append(Check("runtime", "runtime", False, f"the agent {what}"))
                     ended_by = "agent_error"
                     break
                 except _ToolBudgetExceeded:

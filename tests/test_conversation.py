@@ -360,3 +360,18 @@ def test_an_async_agent_that_blocks_the_loop_fails_at_the_timeout_after_the_fact
         "the agent did not answer before the trial timeout of 0.1s (turn 1; it blocked the event loop, "
         "so it could not be stopped earlier)"
     ]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_an_agent_raising_keyboardinterrupt_or_exit_fails_only_its_trial(
+    domain: st.Domain, play: Play, kind: str
+) -> None:
+    def sync_quits(turn: st.Turn) -> str:
+        raise SystemExit(3)
+
+    async def async_quits(turn: st.Turn) -> str:
+        raise SystemExit(3)
+
+    result = play(domain, agent=sync_quits if kind == "sync" else async_quits, trial_timeout=5)
+    assert result.verdict == "failed"
+    assert [c.detail for c in result.failed_checks if c.kind == "runtime"] == ["the agent called sys.exit(3)"]

@@ -422,3 +422,21 @@ def test_an_agent_that_raises_shows_where_in_its_own_code(domain: pytest.Pyteste
         "KeyError: 'booking_id'",
     ], consecutive=True)
     result.stdout.no_fnmatch_line("*asyncio*")
+
+
+def test_non_json_argument_values_travel_under_xdist(domain: pytest.Pytester) -> None:
+    domain.makepyfile(odd_agent=(
+        "import datetime, decimal\n"
+        "def agent(turn):\n"
+        "    if len(turn.messages) == 1:\n"
+        "        turn.call_tool('verify_carrier', {'mc_number': '100101'})\n"
+        "        turn.call_tool('book_load', {'load_id': 'L-1001', 'rate': decimal.Decimal('2100'),\n"
+        "                                     'when': datetime.date(2026, 5, 1)})\n"
+        "        turn.call_tool('book_load', {'load_id': 'L-1001', 'rate': decimal.Decimal('2100')})\n"
+        "        return 'Verified. 2,100?'\n"
+        "    return 'Booked.'\n"
+    ))
+    result = domain.runpytest_subprocess("-p", "xdist", "-n", "2", "-k", "happy",
+                                         "--sandtable-agent=odd_agent:agent")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*INTERNALERROR*")
