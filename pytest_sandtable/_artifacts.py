@@ -27,8 +27,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from ._options import public_url
 from ._results import TrialResult
 
 __all__ = [
@@ -88,16 +88,7 @@ def iso_utc(dt: datetime | None = None) -> str:
 
 def safe_url(url: str | None) -> str | None:
     """A URL without any ``user:password@`` part, query string or fragment (they may hold keys)."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return REDACTED
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    return public_url(url) if url else url
 
 
 @dataclass

@@ -245,6 +245,7 @@ class ArtifactsPlugin:
 
     def _run_meta(self, trials: list[Any], finished_at: str) -> Any:
         from ._artifacts import RunMeta, safe_url
+        from ._options import public_spec
 
         root = Path(self.config.rootpath)
         known: dict[str, str] = {}
@@ -275,8 +276,8 @@ class ArtifactsPlugin:
 
         return RunMeta(
             domains=sorted(domains.values(), key=lambda d: (d["name"], d["path"])),
-            agent=str(self._opt("agent") or ""),
-            user=str(self._opt("user") or ""),
+            agent=public_spec(str(self._opt("agent") or "")),
+            user=public_spec(str(self._opt("user") or "")),
             k=int(self.config.stash.get(_K, max((t.k for t in trials), default=1))),
             run_seed=self._num("seed", int) or 0,
             options=options,

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+
+def public_url(url: str) -> str:
+    """The URL without user, password, query or fragment (they may hold keys): safe to
+    show in output, results and reports."""
+    try:
+        p = urlsplit(url)
+    except ValueError:
+        return "[redacted]"
+    return urlunsplit((p.scheme, p.netloc.rpartition("@")[2], p.path, "", ""))
+
+
+def public_spec(spec: str) -> str:
+    """An agent or user spec as it may be shown: an http(s) URL loses its credentials."""
+    return public_url(spec) if spec.startswith(("http://", "https://")) else spec
 
 
 @dataclass(frozen=True)
@@ -17,9 +33,3 @@ class AdapterOptions:
     timeout: float = 60.0  # seconds per model/endpoint call
     retries: int = 4  # retries of a call where it is safe (429, 529, 5xx, dropped connections)
     run_seed: int = 0
-
-
-@dataclass(frozen=True)
-class GateOptions:
-    fail_under: float | None = None  # percent, compared with the highest pass^k
-    floors: dict[str, float] = field(default_factory=dict)  # tag -> percent

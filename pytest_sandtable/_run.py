@@ -13,7 +13,7 @@ import pytest
 from ._agent_api import AgentCallable, UserCallable
 from ._agents import ReferenceAgent, agent_label, make_agent
 from ._model import Domain, Task
-from ._options import AdapterOptions
+from ._options import AdapterOptions, public_spec
 from ._pool import TrialPool, pending_items
 from ._results import TrialResult
 from ._trial import arun_trial
@@ -110,7 +110,8 @@ class RunState:
                 tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {self.agent_source}")
                 if session.config.getoption("--sandtable-agent") is not None:
                     tr.write_line(
-                        f"sandtable: --sandtable-agent={session.config.getoption('--sandtable-agent')} is ignored "
+                        f"sandtable: --sandtable-agent={public_spec(session.config.getoption('--sandtable-agent'))} "
+                        f"is ignored "
                         f"for the trials whose sandtable_agent fixture is overridden there",
                         yellow=True,
                     )

@@ -181,9 +181,11 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 
 
 def pytest_report_header(config: pytest.Config) -> str:
+    from ._options import public_spec
+
     return (
-        f"sandtable: k={config.stash[_K]}, agent={_opt(config, 'agent')}, user={_opt(config, 'user')}, "
-        f"run seed={_opt(config, 'seed')}"
+        f"sandtable: k={config.stash[_K]}, agent={public_spec(str(_opt(config, 'agent')))}, "
+        f"user={public_spec(str(_opt(config, 'user')))}, run seed={_opt(config, 'seed')}"
     )
 
 

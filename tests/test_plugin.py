@@ -440,3 +440,17 @@ def test_non_json_argument_values_travel_under_xdist(domain: pytest.Pytester) ->
                                          "--sandtable-agent=odd_agent:agent")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*INTERNALERROR*")
+
+
+def test_credentials_in_an_agent_url_are_never_shown_or_stored(domain: pytest.Pytester) -> None:
+    url = "http://bob:s3cretpass@127.0.0.1:9/step?api_key=KEY12345"
+    result = domain.runpytest("-k", "happy", f"--sandtable-agent={url}", "--sandtable-out=out",
+                              "--sandtable-timeout=0.2", "--sandtable-retries=0")
+    text = result.stdout.str() + result.stderr.str()
+    results = domain.path.joinpath("out", "results.json").read_text(encoding="utf-8")
+    report = domain.path.joinpath("out", "report.html").read_text(encoding="utf-8")
+    result.stdout.fnmatch_lines(["sandtable: k=1, agent=http://127.0.0.1:9/step, user=scripted, run seed=0"])
+    for secret in ("s3cretpass", "KEY12345"):
+        assert secret not in text
+        assert secret not in results
+        assert secret not in report

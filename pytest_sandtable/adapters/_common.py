@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from .._options import public_url as public_url  # re-exported for the adapters
+
 T = TypeVar("T")
 
 
@@ -23,10 +25,6 @@ def host_of(url: str) -> str:
     return netloc or url
 
 
-def public_url(url: str) -> str:
-    """The URL without user, password, query or fragment (safe to show in results)."""
-    p = urlsplit(url)
-    return urlunsplit((p.scheme, p.netloc.rpartition("@")[2], p.path, "", ""))
 
 
 _SECRET_PARAM = re.compile(r"key|token|secret|sig|auth|pass", re.IGNORECASE)
