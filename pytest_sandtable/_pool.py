@@ -8,7 +8,10 @@ Ctrl-C behave as usual. When an item starts, the trials of the items this
 process will run next are started too (prefetch), provided their agent and user
 come from the same session-scoped fixtures, whose values are already known.
 Under pytest-xdist, "the items this process will run next" is the worker's own
-queue, so `-n W` gives W x N trials in flight.
+queue, so `-n W` gives W x N trials in flight; the plugin asks xdist for work
+stealing then. Known limitation: when another worker steals items whose trials
+this worker already started, those are cancelled (their model calls stop) but
+were started twice; only the run that is reported counts, in results and usage.
 
 Output: while trials overlap, what an agent prints (print(), and writes to
 sys.stdout/sys.stderr while pytest waits for a trial) or logs is routed by a
@@ -114,6 +117,13 @@ class TrialPool:
             self._futures[key] = fut
         return fut
 
+    def forget_others(self, keep: set[str]) -> None:
+        """Cancel the prefetched trials whose items this process will no longer run (under
+        xdist's work stealing another worker took them), running ones too: their model
+        calls would be paid for and never reported."""
+        for key in [k for k in self._futures if k not in keep]:
+            self._futures.pop(key).cancel()
+
     async def _guarded(self, make_coro: Any) -> tuple[TrialResult, dict[str, str]]:
         async with self._sem:
             buffers = {"stdout": io.StringIO(), "stderr": io.StringIO(), "log": io.StringIO()}
@@ -208,6 +218,10 @@ def _position(session: Any, item: Any) -> int | None:
         _POSITIONS.clear()
         _POSITIONS[id(session)] = pos
     return pos.get(item.nodeid)
+
+
+def is_xdist_worker(config: Any) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def _xdist_worker(config: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Coroutine
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ._agent_api import AgentCallable, UserCallable
 from ._agents import ReferenceAgent, agent_label, make_agent
 from ._model import Domain, Task
 from ._options import AdapterOptions, public_spec
-from ._pool import TrialPool, pending_items
+from ._pool import TrialPool, is_xdist_worker, pending_items
 from ._results import TrialResult
 from ._trial import arun_trial
 from ._users import ScriptedUser, make_user
@@ -171,8 +172,14 @@ class RunState:
         self._submit(item, agent, user)
         key = _fixture_key(item)
         if key is not None:
-            window = 4 * self.concurrency
-            for nxt in pending_items(item.session, item):
+            window = 2 * self.concurrency
+            if is_xdist_worker(item.config):
+                # the worker's own queue; what left it was stolen by another worker
+                upcoming = list(pending_items(item.session, item))
+                pool.forget_others({item.nodeid} | {nxt.nodeid for nxt in upcoming})
+            else:  # the rest of the session, of which only the next few matter
+                upcoming = list(islice(pending_items(item.session, item), 8 * window + 64))
+            for nxt in upcoming:
                 if window <= 0:
                     break
                 if getattr(nxt, "is_sandtable_trial", False) and _fixture_key(nxt) == key:

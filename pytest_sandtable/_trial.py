@@ -194,6 +194,7 @@ class _Trial:
         self.calls_this_turn = 0
         self.handed_off = False
         self.closed = False
+        self.lock = threading.Lock()
 
     def apply_given(self) -> None:
         for op in self.task.given:
@@ -204,9 +205,14 @@ class _Trial:
                 self.world.create(s["table"], s.get("row", {}))
 
     def call_tool(self, name: str, raw: Any) -> ToolResult:
-        if self.closed:
-            # an abandoned (timed-out) agent thread must not act on a graded trial
-            return ToolResult(False, error=410, message="the trial is over")
+        # an abandoned (timed-out) agent thread may still call in: the lock keeps it from
+        # changing the world while the trial is graded, and `closed` turns it away after
+        with self.lock:
+            if self.closed:
+                return ToolResult(False, error=410, message="the trial is over")
+            return self._call_tool(name, raw)
+
+    def _call_tool(self, name: str, raw: Any) -> ToolResult:
         self.calls_this_turn += 1
         if self.calls_this_turn > MAX_TOOL_CALLS_PER_TURN:
             raise _ToolBudgetExceeded()
@@ -453,7 +459,8 @@ async def arun_trial(
                     closing = True
                 t.say("user", ur.text)
 
-    t.closed = True
+    with t.lock:
+        t.closed = True
     checks: list[Check] = list(runtime)
     hard: dict[str, list[Violation]] = {}
     for v in t.violations:

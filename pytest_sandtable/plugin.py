@@ -80,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if k_int < 1:
         raise pytest.UsageError(f"--sandtable-k / sandtable_k: expected at least 1, got {k_int}")
     config.stash[_K] = k_int
+    _settings(config)
     if config.getoption("--sandtable-prices"):
         run_prices(config)  # a bad prices file is a usage error before anything runs
     config.pluginmanager.register(_Collector(config), "sandtable-collector")
@@ -98,7 +99,7 @@ class _XdistScheduling:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if config.getvalue("dist") != "load" or _number(config, "concurrency", int, 1) <= 1:
+        if config.getvalue("dist") != "load" or _settings(config)["concurrency"] <= 1:
             return None
         from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped,unused-ignore]
 
@@ -124,17 +125,42 @@ def run_prices(config: pytest.Config) -> dict[str, dict[str, float]]:
 _STATE = pytest.StashKey["RunState"]()
 
 
-def _number(config: pytest.Config, name: str, kind: type, minimum: float) -> Any:
-    raw = _opt(config, name)
+def _number(config: pytest.Config, name: str, kind: type, minimum: float, *, ini: bool = True) -> Any:
+    raw = _opt(config, name) if ini else config.getoption(f"--sandtable-{name}")
+    where = f"--sandtable-{name}" + (f" / sandtable_{name.replace('-', '_')}" if ini else "")
     try:
         value = kind(raw)
     except (TypeError, ValueError):
-        raise pytest.UsageError(
-            f"--sandtable-{name} / sandtable_{name.replace('-', '_')}: expected a number, got {raw!r}"
-        ) from None
-    if value < minimum:
-        raise pytest.UsageError(f"--sandtable-{name}: expected at least {minimum:g}, got {value:g}")
+        what = "a whole number" if kind is int else "a number"
+        raise pytest.UsageError(f"{where}: expected {what}, got {raw!r}") from None
+    if value != value or value < minimum:  # NaN, or below the least it may be
+        raise pytest.UsageError(f"{where}: expected at least {minimum:g}, got {raw}")
     return value
+
+
+_SETTINGS = pytest.StashKey[dict[str, Any]]()
+
+
+def _settings(config: pytest.Config) -> dict[str, Any]:
+    """Every numeric option, checked once at configure time: a bad value is a usage
+    error before anything is collected, never a traceback later."""
+    got = config.stash.get(_SETTINGS, None)
+    if got is None:
+        temperature = config.getoption("--sandtable-temperature")
+        if temperature is not None and not 0 <= temperature <= 2:
+            raise pytest.UsageError(f"--sandtable-temperature: expected 0 to 2, got {temperature:g}")
+        got = {
+            "seed": _number(config, "seed", int, -(2**63)),
+            "timeout": _number(config, "timeout", float, 0.001),
+            "retries": _number(config, "retries", int, 0),
+            "trial_timeout": _number(config, "trial-timeout", float, 0.001),
+            "concurrency": _number(config, "concurrency", int, 1),
+            "max_tokens": (_number(config, "max-tokens", int, 1, ini=False)
+                           if config.getoption("--sandtable-max-tokens") is not None else 4096),
+            "temperature": temperature,
+        }
+        config.stash[_SETTINGS] = got
+    return got
 
 
 def run_state(config: pytest.Config) -> RunState:
@@ -144,25 +170,25 @@ def run_state(config: pytest.Config) -> RunState:
         from ._options import AdapterOptions
         from ._run import RunState
 
-        seed = int(_opt(config, "seed"))
+        n = _settings(config)
         options = AdapterOptions(
             agent_base_url=config.getoption("--sandtable-agent-base-url"),
             user_base_url=config.getoption("--sandtable-user-base-url"),
-            temperature=config.getoption("--sandtable-temperature"),
-            max_tokens=int(config.getoption("--sandtable-max-tokens") or 4096),
-            timeout=_number(config, "timeout", float, 0.001),
-            retries=_number(config, "retries", int, 0),
-            run_seed=seed,
+            temperature=n["temperature"],
+            max_tokens=n["max_tokens"],
+            timeout=n["timeout"],
+            retries=n["retries"],
+            run_seed=n["seed"],
         )
         st = RunState(
             k=config.stash[_K],
             agent_spec=str(_opt(config, "agent")),
             user_spec=str(_opt(config, "user")),
-            run_seed=seed,
+            run_seed=n["seed"],
             rootdir=Path(str(config.rootpath)),
             options=options,
-            trial_timeout=_number(config, "trial-timeout", float, 0.001),
-            concurrency=_number(config, "concurrency", int, 1),
+            trial_timeout=n["trial_timeout"],
+            concurrency=n["concurrency"],
         )
         config.stash[_STATE] = st
     return st

@@ -454,3 +454,24 @@ def test_credentials_in_an_agent_url_are_never_shown_or_stored(domain: pytest.Py
         assert secret not in text
         assert secret not in results
         assert secret not in report
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("--sandtable-concurrency=0", "ERROR: --sandtable-concurrency / sandtable_concurrency: expected at least 1, got 0"),
+    ("--sandtable-max-tokens=0", "ERROR: --sandtable-max-tokens: expected at least 1, got 0"),
+    ("--sandtable-temperature=5", "ERROR: --sandtable-temperature: expected 0 to 2, got 5"),
+    ("--sandtable-timeout=nan", "ERROR: --sandtable-timeout / sandtable_timeout: expected at least 0.001, got nan"),
+])
+def test_a_bad_option_value_is_a_usage_error_before_collection(
+    domain: pytest.Pytester, option: str, message: str
+) -> None:
+    result = domain.runpytest(option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_a_bad_ini_value_is_a_usage_error_too(domain: pytest.Pytester) -> None:
+    domain.makeini("[pytest]\nsandtable_seed = abc\n")
+    result = domain.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-seed / sandtable_seed: expected a whole number, got 'abc'"])
