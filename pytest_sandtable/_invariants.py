@@ -127,9 +127,13 @@ def _has_absent(v: Any) -> bool:
 # 2350, 2,350, $2,350.00, 2 350, 2350.5: a number as a person writes it. Not part of
 # an identifier like L-2350 or a longer number; but the end of a range (2300-2350) is.
 _NUMBER_IN_TEXT = re.compile(
-    r"(?:(?<![\w.,-])|(?<=\d-))\$?\s?((?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+)(?:\.\d+)?)(?![\w]|[.,]\d)"
+    r"(?:(?<![\w.,-])|(?<=\d-))\$?\s?"
+    r"((?:\d{1,3}(?:,\d{3})+|\d{1,3}(?:[ \u00a0\u202f\u2009]\d{3})+|\d+)(?:\.\d+)?)"
+    r"(?![\w]|[.,]\d)"
 )
 _WORD = re.compile(r"\w+")
+# thousands separators people and models write: comma, space, no-break and thin spaces
+_SEPARATORS = re.compile("[, \u00a0\u202f\u2009]")
 # what comes before a `-number` that makes it the end of a range: a number, not an id (L-1001-2350)
 _RANGE_START = re.compile(r"(?:^|[^\w.,$-])\$?\d[\d,]*(?:\.\d+)?\s?-$")
 
@@ -142,7 +146,7 @@ def numbers_in(text: str) -> dict[float, str]:
             continue
         raw = m.group(1)
         try:
-            out.setdefault(float(raw.replace(",", "").replace(" ", "")), m.group(0).strip())
+            out.setdefault(float(_SEPARATORS.sub("", raw)), m.group(0).strip())
         except ValueError:  # pragma: no cover
             continue
     return out

@@ -286,7 +286,7 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
-def _conversation(transcript: list[dict[str, Any]], for_user: bool = False) -> list[dict[str, str]]:
+def _conversation(transcript: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The text conversation; roles as the agent's API sees them (user/assistant)."""
     out = []
     for e in transcript:

@@ -269,7 +269,8 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "sandtable", None)
-        if data is not None:
+        # a trial retried by pytest-rerunfailures counts once: its final run
+        if data is not None and report.outcome != "rerun":
             self.results.append(data)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -421,7 +421,8 @@ SECRET = "- { id: ceiling-is-secret, kind: never_disclose, values: { table: load
 @pytest.mark.parametrize(
     "said",
     ["2350", "2,350", "$2,350.00", "2 350", "$2350", "2350.", "I can go up to 2,350 on that one.",
-     "Best I can do is 2300-2350.", "$2,300-$2,350", "(2350)"],
+     "Best I can do is 2300-2350.", "$2,300-$2,350", "(2350)",
+     "2\u00a0350 $", "2\u202f350 €", "2350 USD"],
 )
 def test_never_disclose_finds_a_number_in_the_forms_a_person_writes(make_domain: Make, play: Play, said: str) -> None:
     result = play(rules(make_domain, SECRET), said)
