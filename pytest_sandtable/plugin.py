@@ -270,7 +270,7 @@ class _Collector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "sandtable", None)
         # a trial retried by pytest-rerunfailures counts once: its final run
-        if data is not None and report.outcome != "rerun":
+        if data is not None and str(report.outcome) != "rerun":
             self.results.append(data)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
