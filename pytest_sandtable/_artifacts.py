@@ -109,6 +109,8 @@ class RunMeta:
     shards: list[dict[str, Any]] | None = None
     command: str = "pytest"  # what wrote the file: "pytest" or "merge"
     collection_errors: list[dict[str, str]] | None = None
+    # why the run ended before every collected trial ran (-x, --maxfail, Ctrl-C); None: it did not
+    stopped_early: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run`` object (``command`` goes to ``writer``)."""
@@ -126,6 +128,8 @@ class RunMeta:
             d["shards"] = [dict(s) for s in self.shards]
         if self.collection_errors is not None:
             d["collection_errors"] = [dict(c) for c in self.collection_errors]
+        if self.stopped_early:
+            d["stopped_early"] = self.stopped_early
         return d
 
 
@@ -151,7 +155,8 @@ def build_results(
     ts = order_trials(_as_trial(t) for t in trials)
     summary = summarize(ts, k=run_meta.k, prices=prices)
     floors = dict(floors or {})
-    outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or ())
+    outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
+                       stopped_early=run_meta.stopped_early)
     tasks = [
         {
             "domain": e["domain"],

@@ -156,6 +156,7 @@ class ArtifactsPlugin:
         self._fill_crashed_labels(results)
         trials = [TrialResult.from_dict(d) for d in results]
         meta = self._run_meta(trials, iso_utc())
+        meta.stopped_early = _stopped_early(session)
         from .plugin import run_prices
 
         doc = build_results(
@@ -299,6 +300,16 @@ def collection_errors_line(errors: list[dict[str, str]]) -> str:
     their = "their" if n != 1 else "its"
     return (f"sandtable: {n} domain file{files} did not load, so {their} tasks are not in these results: "
             f"{', '.join(c['path'] for c in errors)}")
+
+
+def _stopped_early(session: pytest.Session) -> str | None:
+    """Why the run ended before every collected item ran, if it did."""
+    if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    for reason in (session.shouldfail, session.shouldstop):
+        if reason:
+            return str(reason)
+    return None
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -215,6 +215,7 @@ def evaluate(
     floors: Mapping[str, float],
     trials: Iterable[TrialResult],
     collection_errors: Iterable[Mapping[str, Any]] = (),
+    stopped_early: str | None = None,
 ) -> GateOutcome:
     """Check every gate against a run's summary (from :func:`~pytest_sandtable._summary.summarize`),
     its trials (for critical tasks and errored trials) and the domain files that did
@@ -233,6 +234,9 @@ def evaluate(
     def name(domain: str, task: str) -> str:
         return f"{domain}/{task}" if multi else task
 
+    if stopped_early:
+        checks.append(GateCheck(False, f"the run stopped early ({stopped_early}), so these results cover only "
+                                       "the trials that ran"))
     for err in collection_errors:
         checks.append(GateCheck(False, f"domain file {err.get('path', '?')} did not load (a collection error), "
                                        "so none of its tasks ran"))

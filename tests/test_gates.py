@@ -113,6 +113,25 @@ def test_a_domain_file_that_did_not_load_fails_the_outcome_gate_or_not() -> None
     ]
 
 
+def test_a_run_that_stopped_early_fails_the_outcome() -> None:
+    out = evaluate(SUMMARY, None, {}, [], stopped_early="stopping after 1 failures")
+    assert (out.passed, out.lines) == (False, [
+        "sandtable gate failed: the run stopped early (stopping after 1 failures), so these results cover only "
+        "the trials that ran"
+    ])
+
+
+def test_x_records_the_early_stop_in_results_json(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_shop(pytester)
+    monkeypatch.setenv("SHOP_FAIL", "greet:2")
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-x", "--sandtable-k=4", "--sandtable-fail-under=10")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    doc = only_results(pytester.path)
+    assert doc["run"]["stopped_early"] == "stopping after 1 failures"
+    assert doc["gate"]["passed"] is False
+    result.stdout.fnmatch_lines(["sandtable gate failed: the run stopped early (stopping after 1 failures)*"])
+
+
 def test_a_score_that_cannot_be_computed_fails_the_gate() -> None:
     out = evaluate({"k": 4, "pass_hat": {"1": None, "2": None, "3": None, "4": None}, "tags": {}}, 10, {}, [])
     assert out.lines == [
