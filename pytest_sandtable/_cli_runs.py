@@ -123,6 +123,10 @@ def merge_results(
     if not shards:
         raise MergeError("nothing to merge")
     first_name, first = shards[0]
+    for name, doc in shards:
+        why = doc["run"].get("stopped_early")
+        if why:
+            raise MergeError(f"{name} is a partial run (it stopped early: {why}); run that shard again in full")
     for key, option in (("k", "--sandtable-k"), ("agent", "--sandtable-agent"), ("user", "--sandtable-user"),
                         ("run_seed", "--sandtable-seed")):
         want = first["run"][key]

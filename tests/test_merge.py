@@ -307,3 +307,15 @@ def test_the_commands_are_on_the_module_command_line(shop: pytest.Pytester) -> N
     proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "merge", "--help"], cwd=shop.path,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and "--fail-under PCT" in proc.stdout
+
+
+def test_merge_refuses_a_shard_that_stopped_early(tmp_path: Path) -> None:
+    from pytest_sandtable._cli_runs import MergeError, merge_results
+
+    doc = {"run": {"stopped_early": "stopping after 1 failures", "k": 1, "agent": "a", "user": "u",
+                   "run_seed": 0, "domains": []}}
+    with pytest.raises(MergeError) as e:
+        merge_results([("a/results.json", doc)])
+    assert str(e.value) == (
+        "a/results.json is a partial run (it stopped early: stopping after 1 failures); run that shard again in full"
+    )
