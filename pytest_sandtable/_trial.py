@@ -195,6 +195,8 @@ class _Trial:
         self.handed_off = False
         self.closed = False
         self.lock = threading.Lock()
+        # the text conversation as agents' APIs see it, kept as the transcript grows
+        self.conversation: list[dict[str, str]] = []
 
     def apply_given(self) -> None:
         for op in self.task.given:
@@ -265,6 +267,7 @@ class _Trial:
 
     def say(self, role: str, text: str) -> None:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
+        self.conversation.append({"role": "user" if role == "user" else "assistant", "content": text})
         if role == "agent":
             for inv, detail in self.scanner.scan(text, self.world):
                 self.violations.append(
@@ -284,17 +287,6 @@ def _plain(x: Any) -> Any:
     if isinstance(x, (int, float)):  # int/float subclasses, e.g. numpy scalars register as these
         return float(x) if isinstance(x, float) else int(x)
     return str(x)
-
-
-def _conversation(transcript: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """The text conversation; roles as the agent's API sees them (user/assistant)."""
-    out = []
-    for e in transcript:
-        if e["role"] == "user":
-            out.append({"role": "user", "content": e["text"]})
-        elif e["role"] == "agent":
-            out.append({"role": "assistant", "content": e["text"]})
-    return out
 
 
 async def arun_trial(
@@ -324,6 +316,7 @@ async def arun_trial(
     agent_inline = isinstance(agent, ReferenceAgent)
     user_inline = isinstance(user, ScriptedUser)
     deadline = _Deadline(trial_timeout)
+    system_prompt = domain.system_prompt()
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
     started = time.perf_counter()
@@ -339,7 +332,7 @@ async def arun_trial(
 
     async def ask_user() -> UserReply:
         ut = UserTurn(
-            messages=_conversation(t.transcript),
+            messages=list(t.conversation),
             persona=spec.persona,
             instructions=spec.instructions,
             opening=spec.opening,
@@ -382,9 +375,9 @@ async def arun_trial(
                 t.turn += 1
                 t.calls_this_turn = 0
                 turn = Turn(
-                    messages=_conversation(t.transcript),
+                    messages=list(t.conversation),
                     tools=t.tools,
-                    system_prompt=domain.system_prompt(),
+                    system_prompt=system_prompt,
                     trial=info,
                     state=agent_state,
                     _call=t.call_tool,
