@@ -242,6 +242,25 @@ def describe_clause(where: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def json_type(value: Any, *, integer: bool = False) -> str:
+    """The JSON name of a value's type (``integer`` apart from ``number`` when asked)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if integer else "number"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
 def format_value(v: Any) -> str:
     """A value as a person reads it: 2350 not 2350.0, strings bare."""
     if isinstance(v, bool):

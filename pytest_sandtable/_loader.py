@@ -19,6 +19,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
+from ._conditions import json_type
 from ._errors import DomainError, PathTuple, Problem
 from ._model import (
     DEFAULT_MAX_TURNS,
@@ -203,24 +204,6 @@ def _check_version(doc: Document) -> None:
 # --------------------------------------------------------------------------- wording helpers
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _show(value: Any) -> str:
     """A short literal form of a value, as the user would write it."""
     if value is None:
@@ -231,11 +214,11 @@ def _show(value: Any) -> str:
         return repr(value if len(value) <= 40 else value[:37] + "...")
     if isinstance(value, (int, float)):
         return repr(value)
-    return _json_type(value)
+    return json_type(value, integer=True)
 
 
 def _found(value: Any) -> str:
-    kind = _json_type(value)
+    kind = json_type(value, integer=True)
     if isinstance(value, (dict, list)):
         return f"found an empty {kind}" if not value else f"found an {kind}"
     if value is None:

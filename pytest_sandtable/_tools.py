@@ -14,6 +14,7 @@ from ._conditions import (
     equal,
     format_literal,
     format_value,
+    json_type,
     resolve,
     resolve_where,
     row_matches,
@@ -37,24 +38,8 @@ _TYPE_NAMES = {
 }
 
 
-def _json_type(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return type(v).__name__
-
-
 def _bad(p: Param, v: Any) -> ArgError:
-    return ArgError(f"{p.name}: expected {_TYPE_NAMES.get(p.type, p.type)}, got {_json_type(v)} {_short(v)}")
+    return ArgError(f"{p.name}: expected {_TYPE_NAMES.get(p.type, p.type)}, got {json_type(v)} {_short(v)}")
 
 
 def _coerce(p: Param, v: Any) -> Any:
@@ -141,7 +126,7 @@ def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
         except json.JSONDecodeError as e:
             raise ArgError(f"arguments are not valid JSON: {e.msg}") from None
     if not isinstance(raw, dict):
-        raise ArgError(f"arguments must be an object, got {_json_type(raw)}")
+        raise ArgError(f"arguments must be an object, got {json_type(raw)}")
     unknown = [k for k in raw if k not in tool.params]
     if unknown:
         takes = ", ".join(tool.params) or "no arguments"

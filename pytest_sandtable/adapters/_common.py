@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from .._conditions import json_type as json_type  # re-exported for the adapters
 from .._options import public_url as public_url  # re-exported for the adapters
 
 T = TypeVar("T")
@@ -152,23 +153,6 @@ def body_snippet(raw: bytes, content_type: str | None = None) -> str:
         if title.strip():
             return "HTML page " + snippet(title)
     return "HTML page " + snippet(html.unescape(_TAG_RE.sub(" ", _DROP_RE.sub(" ", text))))
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a value's type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def error_detail(body: Any) -> str:
