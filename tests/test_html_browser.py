@@ -208,6 +208,8 @@ def test_in_a_browser(report: Path, tmp_path: Path) -> None:
             section = page.locator("#task-3")
             assert section.is_visible() and _in_viewport(page, "#task-3")
             page.locator('a.dot[href="#trial-3-2"]').click()
+            # the page opens a trial on the hash change: wait for it rather than race it
+            page.locator("#trial-3-2[open]").wait_for(state="attached", timeout=5000)
             assert page.locator("#trial-3-2").evaluate("d => d.open") is True
             assert page.locator("#trial-3-2").get_by_text("Your order O-1 has shipped.").is_visible()
             assert _in_viewport(page, "#trial-3-2")
@@ -222,6 +224,8 @@ def test_in_a_browser(report: Path, tmp_path: Path) -> None:
             # planted markup is text, and never ran
             first_user = page.locator("#trial-1-1 li.msg.user .text")
             page.locator('a.dot[href="#trial-1-1"]').click()
+            page.locator("#trial-1-1[open]").wait_for(state="attached", timeout=5000)
+            first_user.wait_for(state="visible", timeout=5000)
             assert first_user.inner_text().startswith(f"{PLANTED_SCRIPT} {PLANTED_IMG} Hi, I am customer C-1.")
             assert page.get_by_text(f"Sorry. {PLANTED_IMG}").first.is_visible()
             assert page.evaluate("typeof window.__pwned") == "undefined"
