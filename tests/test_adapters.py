@@ -302,7 +302,7 @@ def test_claude_hang_fails_in_about_the_timeout(domain: st.Domain, claude: FakeA
     claude.push(Hang(30))
     started = time.monotonic()
     result = trial(domain, claude_agent(claude, timeout=0.5, retries=0))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 6.0
     assert runtime_details(result) == [f"claude agent claude-test: no response from {claude.host} within 0.5s"]
 
 
@@ -441,7 +441,7 @@ def test_openai_hang(domain: st.Domain, oai: FakeOpenAI) -> None:
     oai.push(Hang(30))
     started = time.monotonic()
     result = trial(domain, openai_agent(oai, timeout=0.5, retries=0))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 6.0
     assert runtime_details(result) == [f"openai agent gpt-test: no response from {oai.host} within 0.5s"]
 
 
@@ -1163,7 +1163,7 @@ def test_trickling_server_is_bounded_per_attempt(domain: st.Domain, kind: str, h
         assert runtime_details(result) == [
             f"{kind} agent {model}: no response from {server.host} within 0.3s after 2 attempts"]
         assert len(server.requests) == 2
-        assert 0.6 <= elapsed < 1.5  # two attempts of 0.3 s and a short backoff
+        assert 0.6 <= elapsed < 5.0  # two attempts of 0.3 s and a short backoff; a hang would be endless
 
 
 @pytest.mark.parametrize("kind", ["claude", "openai"])
@@ -1177,7 +1177,7 @@ def test_server_that_accepts_and_never_reads(domain: st.Domain, kind: str) -> No
                                                            agent_base_url=f"http://{hole.host}/v1"))
         started = time.monotonic()
         result = trial(domain, agent)
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 5.0
         model = "claude-test" if kind == "claude" else "gpt-test"
         assert runtime_details(result) == [f"{kind} agent {model}: no response from {hole.host} within 0.3s "
                                            "after 2 attempts"]
@@ -1200,7 +1200,7 @@ def test_within_abandons_an_attempt_that_ignores_cancellation(monkeypatch: pytes
         return time.monotonic() - started
 
     elapsed = asyncio.run(main())
-    assert 0.25 <= elapsed < 0.6
+    assert 0.25 <= elapsed < 3.0  # not the 10 s the attempt would take
 
 
 # -- secrets ------------------------------------------------------------------------------------------

@@ -263,7 +263,7 @@ def test_a_hung_sync_agent_fails_at_the_trial_timeout(domain: st.Domain, play: P
         result = play(domain, agent=agent, task="scripted", trial_timeout=0.2)
     finally:
         release.set()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # not the 10 s the agent would hang
     assert result.verdict == "failed"
     assert [c.detail for c in result.failed_checks] == [
         "the agent did not answer before the trial timeout of 0.2s (turn 1)"

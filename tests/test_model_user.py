@@ -261,7 +261,7 @@ def test_openai_user_hang(domain: st.Domain, oai: FakeOpenAI) -> None:
     oai.push(Hang(30))
     started = time.monotonic()
     result = st.run_trial(domain, "refund-delivered", Lines(), openai_user(oai, timeout=0.5, retries=0))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 6.0
     assert errored(result) == (f"simulated user failed: UserError: openai user gpt-test: no response from {oai.host} "
                                "within 0.5s")
 
@@ -374,6 +374,6 @@ def test_user_model_trickle_and_reset_are_bounded(domain: st.Domain, oai: FakeOp
     oai.push(Trickle(0.05), Cut(openai_text("Refund O-1001.").body, keep=30, reset=True))
     started = time.monotonic()
     result = st.run_trial(domain, "refund-delivered", Lines(), openai_user(oai, timeout=0.3, retries=1))
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0
     assert errored(result) == (f"simulated user failed: UserError: openai user gpt-test: connection to {oai.host} "
                                "dropped after 2 attempts")
