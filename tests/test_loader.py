@@ -296,6 +296,12 @@ def test_wrong_type() -> None:
     ]
 
 
+def test_a_record_key_is_one_value() -> None:
+    assert problems(edit("- get: { table: carriers, key: $mc_number }", "- get: { table: carriers, key: [1, 2] }")) == [
+        "sandtable.yaml:29:38: tools[0].ops[0].get.key: found an array, expected string or number"
+    ]
+
+
 def test_two_ops_in_one_item() -> None:
     two = "- { get: { table: carriers, key: $mc_number }, list: { table: carriers } }"
     assert problems(edit("- get: { table: carriers, key: $mc_number }", two)) == [
