@@ -50,6 +50,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                        help="gate: exit 1 when the merged highest pass^k is below PCT percent")
     merge.add_argument("--floor", metavar="TAG=PCT", action="append", default=[],
                        help="gate: exit 1 when a tag's merged highest pass^k is below PCT percent (repeatable)")
+    merge.add_argument("--prices", metavar="FILE", default=None,
+                       help="prices of models without built-in list prices, as the shards' --sandtable-prices")
     merge.set_defaults(func=_merge)
 
     report = subparsers.add_parser(
@@ -104,6 +106,7 @@ def merge_results(
     *,
     fail_under: float | None = None,
     floors: dict[str, float] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """One results.json document from ``(name, document)`` shards. Raises :class:`MergeError`
     when they are not shards of one run: a different k, agent, user or run seed; a domain
@@ -199,7 +202,7 @@ def merge_results(
         command="merge",
         collection_errors=[collection_errors[p] for p in sorted(collection_errors)],
     )
-    return build_results(trials, meta, fail_under=fail_under, floors=floors)
+    return build_results(trials, meta, fail_under=fail_under, floors=floors, prices=prices)
 
 
 def _err(message: str) -> int:
@@ -251,6 +254,14 @@ def _merge(args: argparse.Namespace) -> int:
         floors = dict(parse_floor(f) for f in args.floor)
     except pytest.UsageError as e:
         return _err(str(e).replace("--sandtable-", "--"))
+    prices = None
+    if args.prices:
+        from ._prices import PricesError, all_prices
+
+        try:
+            prices = all_prices(args.prices)
+        except PricesError as e:
+            return _err(f"--prices: {e}")
     shards = []
     for f in args.files:
         try:
@@ -258,7 +269,7 @@ def _merge(args: argparse.Namespace) -> int:
         except ResultsError as e:
             return _err(str(e))
     try:
-        doc = merge_results(shards, fail_under=fail_under, floors=floors)
+        doc = merge_results(shards, fail_under=fail_under, floors=floors, prices=prices)
     except MergeError as e:
         return _err(f"cannot merge: {e}")
     try:

@@ -319,3 +319,26 @@ def test_merge_refuses_a_shard_that_stopped_early(tmp_path: Path) -> None:
     assert str(e.value) == (
         "a/results.json is a partial run (it stopped early: stopping after 1 failures); run that shard again in full"
     )
+
+
+def test_merge_prices_models_from_a_prices_file() -> None:
+    from pytest_sandtable._artifacts import RunMeta, build_results
+    from pytest_sandtable._cli_runs import merge_results
+    from pytest_sandtable._results import TrialResult
+
+    usage = {"agent": {"gpt-x": {"input": 1_000_000, "output": 500_000, "cache_read": 0, "cache_write": 0,
+                                 "calls": 2}}, "user": {}}
+    domains = [{"name": "shop", "path": "sandtable.yaml", "sha256": "0" * 64}]
+    shards = []
+    for trial in (1, 2):
+        t = TrialResult(domain="shop", task="greet", trial=trial, k=2, seed=trial, verdict="passed",
+                        agent="a", user="scripted", usage=usage, location="sandtable.yaml:3")
+        shards.append((f"s{trial}/results.json",
+                       build_results([t], RunMeta(domains=domains, agent="a", user="scripted", k=2, run_seed=0))))
+    prices = {"gpt-x": {"input": 2.0, "output": 8.0}}
+    without = merge_results(shards)["summary"]["cost"]
+    priced = merge_results(shards, prices=prices)["summary"]["cost"]
+    assert (without["agent"], without["unpriced"]) == ({"gpt-x": None}, ["gpt-x"])
+    # 2 trials x (1M input x $2 + 0.5M output x $8) per million tokens
+    assert priced["agent"] == {"gpt-x": 12.0}
+    assert priced["total"] == 12.0
