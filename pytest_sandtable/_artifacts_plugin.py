@@ -166,6 +166,7 @@ class ArtifactsPlugin:
 
         gate = doc["gate"]
         self.outcome = GateOutcome(passed=gate["passed"], lines=list(gate["lines"]), gate_set=gate["set"])
+        self.summary = doc["summary"]  # the terminal summary shows these figures; no second summarize
         self.collection_errors.sort(key=lambda c: c["path"])
         try:
             out = self.config.getoption("--sandtable-out", None)
@@ -238,11 +239,11 @@ class ArtifactsPlugin:
         except (ValueError, KeyError):
             return None
 
-    def _num(self, name: str, kind: type) -> Any:
-        try:
-            return kind(self._opt(name))
-        except (TypeError, ValueError):
-            return None
+    def _settings(self) -> dict[str, Any]:
+        """The numeric options as the plugin checked them at configure time."""
+        from .plugin import _settings
+
+        return _settings(self.config)
 
     def _run_meta(self, trials: list[Any], finished_at: str) -> Any:
         from ._artifacts import RunMeta, safe_url
@@ -261,14 +262,15 @@ class ArtifactsPlugin:
                 sha = known.get(path) or _sha256(root / path)
                 domains[(t.domain, path)] = {"name": t.domain, "path": path, "sha256": sha}
         prices = self._opt("prices")
+        n = self._settings()
         options: dict[str, Any] = {
             "agent_base_url": safe_url(self._opt("agent-base-url")),
             "user_base_url": safe_url(self._opt("user-base-url")),
-            "temperature": self._num("temperature", float),
-            "timeout": self._num("timeout", float),
-            "trial_timeout": self._num("trial-timeout", float),
-            "retries": self._num("retries", int),
-            "concurrency": self._num("concurrency", int),
+            "temperature": n["temperature"],
+            "timeout": n["timeout"],
+            "trial_timeout": n["trial_timeout"],
+            "retries": n["retries"],
+            "concurrency": n["concurrency"],
             "prices": _rel(Path(self.config.invocation_params.dir, prices), root) if prices else None,
             "fail_under": self.fail_under,
             "floors": dict(self.floors),
@@ -280,7 +282,7 @@ class ArtifactsPlugin:
             agent=public_spec(str(self._opt("agent") or "")),
             user=public_spec(str(self._opt("user") or "")),
             k=int(self.config.stash.get(_K, max((t.k for t in trials), default=1))),
-            run_seed=self._num("seed", int) or 0,
+            run_seed=n["seed"],
             options=options,
             started_at=self.started_at,
             finished_at=finished_at,
@@ -373,7 +375,7 @@ class _CrashHandler:
 
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         owner = self.owner
-        seed = owner._num("seed", int) or 0
+        seed = owner._settings()["seed"]
         why = str(report.longrepr or "the worker crashed")
         data = crashed_trial(crashitem, Path(owner.config.rootpath), run_seed=seed, why=why)
         if data is not None:

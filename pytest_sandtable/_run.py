@@ -78,13 +78,8 @@ class RunState:
             info = getattr(item, "_fixtureinfo", None)
             if info is None or not getattr(item, "is_sandtable_trial", False):
                 continue
-            for name in ("sandtable_agent", "sandtable_user"):
-                defs = info.name2fixturedefs.get(name)
-                if defs and getattr(defs[-1].func, "__module__", "") == "pytest_sandtable.plugin":
-                    if name == "sandtable_agent":
-                        uses_agent = True
-                    else:
-                        uses_user = True
+            uses_agent = uses_agent or _overriding_fixture(item, "sandtable_agent") is None
+            uses_user = uses_user or _overriding_fixture(item, "sandtable_user") is None
             if uses_agent and uses_user:
                 break
         if uses_agent:
@@ -96,11 +91,10 @@ class RunState:
         """Say in the header when a conftest.py's sandtable_agent fixture replaces --sandtable-agent."""
         seen: set[str] = set()
         for item in session.items:
-            info = getattr(item, "_fixtureinfo", None)
-            defs = info.name2fixturedefs.get("sandtable_agent") if info is not None else None
-            if not defs or getattr(defs[-1].func, "__module__", "") == "pytest_sandtable.plugin":
+            fixture = _overriding_fixture(item, "sandtable_agent")
+            if fixture is None:
                 continue
-            code = getattr(defs[-1].func, "__code__", None)
+            code = getattr(fixture.func, "__code__", None)
             where = os.path.relpath(code.co_filename, self.rootdir) if code else "?"
             if where not in seen:
                 seen.add(where)
@@ -215,3 +209,13 @@ def _fixture_key(item: Any) -> tuple[int, int] | None:
     if not a or not u or a[-1].scope != "session" or u[-1].scope != "session":
         return None
     return (id(a[-1]), id(u[-1]))
+
+
+def _overriding_fixture(item: Any, name: str) -> Any:
+    """The fixture definition a conftest.py gives `name` for this item, or None when the
+    plugin's own default serves it."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get(name) if info is not None else None
+    if not defs or getattr(defs[-1].func, "__module__", "") == "pytest_sandtable.plugin":
+        return None
+    return defs[-1]

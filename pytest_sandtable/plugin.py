@@ -276,11 +276,16 @@ class _Collector:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
-        from ._results import TrialResult
-        from ._summary import render_terminal, summarize
+        from ._summary import render_terminal
 
-        trials = [TrialResult.from_dict(d) for d in self.results]
-        summary = summarize(trials, k=self.config.stash[_K], prices=run_prices(self.config))
+        # the artefacts plugin summarized the run for results.json at session finish
+        summary = getattr(self.config.pluginmanager.get_plugin("sandtable-artifacts"), "summary", None)
+        if summary is None:
+            from ._results import TrialResult
+            from ._summary import summarize
+
+            trials = [TrialResult.from_dict(d) for d in self.results]
+            summary = summarize(trials, k=self.config.stash[_K], prices=run_prices(self.config))
         terminalreporter.section("sandtable")
         for line in render_terminal(summary):
             terminalreporter.write_line(line)
