@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from pytest_sandtable._loader import load_domain
-from pytest_sandtable._yaml import load_yaml
+from pytest_sandtable.domain.loader import load_domain
+from pytest_sandtable.domain.yaml_reader import load_yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_world import freight_text

@@ -35,29 +35,32 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Agent": "._agent_api",
-    "AgentError": "._agent_api",
-    "ToolResult": "._agent_api",
-    "ToolSpec": "._agent_api",
-    "TrialInfo": "._agent_api",
-    "Turn": "._agent_api",
-    "Usage": "._agent_api",
-    "UserError": "._agent_api",
-    "UserReply": "._agent_api",
-    "UserTurn": "._agent_api",
-    "Domain": "._model",
-    "DomainError": "._errors",
-    "load_domain": "._loader",
-    "ReferenceAgent": "._agents",
-    "ScriptedUser": "._users",
-    "TrialResult": "._results",
-    "arun_trial": "._trial",
-    "run_trial": "._trial",
-    "summarize": "._summary",
+    "Agent": ".engine.api",
+    "AgentError": ".engine.api",
+    "ToolResult": ".engine.api",
+    "ToolSpec": ".engine.api",
+    "TrialInfo": ".engine.api",
+    "Turn": ".engine.api",
+    "Usage": ".engine.api",
+    "UserError": ".engine.api",
+    "UserReply": ".engine.api",
+    "UserTurn": ".engine.api",
+    "Domain": ".domain.model",
+    "DomainError": ".domain.errors",
+    "load_domain": ".domain.loader",
+    "ReferenceAgent": ".engine.reference",
+    "ScriptedUser": ".engine.scripted_user",
+    "TrialResult": ".engine.results",
+    "arun_trial": ".engine.trial",
+    "run_trial": ".engine.trial",
+    "summarize": ".report.summary",
 }
 
 if TYPE_CHECKING:
-    from ._agent_api import (
+    from .domain.errors import DomainError
+    from .domain.loader import load_domain
+    from .domain.model import Domain
+    from .engine.api import (
         Agent,
         AgentError,
         ToolResult,
@@ -69,14 +72,11 @@ if TYPE_CHECKING:
         UserReply,
         UserTurn,
     )
-    from ._agents import ReferenceAgent
-    from ._errors import DomainError
-    from ._loader import load_domain
-    from ._model import Domain
-    from ._results import TrialResult
-    from ._summary import summarize
-    from ._trial import arun_trial, run_trial
-    from ._users import ScriptedUser
+    from .engine.reference import ReferenceAgent
+    from .engine.results import TrialResult
+    from .engine.scripted_user import ScriptedUser
+    from .engine.trial import arun_trial, run_trial
+    from .report.summary import summarize
 
 
 def __getattr__(name: str) -> Any:

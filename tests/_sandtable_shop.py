@@ -18,13 +18,13 @@ import pytest
 
 # Import the engine now: in-process pytester runs drop the modules first imported
 # during a run, and a later run would then see two different ReferenceAgent classes.
-import pytest_sandtable._collect
-import pytest_sandtable._run  # noqa: F401
-from pytest_sandtable._artifacts import RESULTS_FILE, read_results
+import pytest_sandtable.plugin.items
+import pytest_sandtable.plugin.session  # noqa: F401
+from pytest_sandtable.report.results_json import RESULTS_FILE, read_results
 
 # Registers the artefacts plugin even where plugin.pytest_configure does not yet
 # (registration is idempotent, so this is harmless once it does).
-PLUGIN_ARGS = ("-p", "pytest_sandtable._artifacts_plugin", "-p", "no:cacheprovider")
+PLUGIN_ARGS = ("-p", "pytest_sandtable.plugin.artifacts", "-p", "no:cacheprovider")
 
 SHOP = """\
 version: 1

@@ -43,15 +43,14 @@ from fakes import (
 )
 
 import pytest_sandtable as st
-from pytest_sandtable._agents import make_agent
-from pytest_sandtable._options import AdapterOptions
-from pytest_sandtable._users import make_user
 from pytest_sandtable.adapters import _retry
 from pytest_sandtable.adapters._common import anthropic_base_url, openai_base_url
 from pytest_sandtable.adapters._retry import backoff, parse_retry_after, should_retry
 from pytest_sandtable.adapters.claude import ClaudeAgent
 from pytest_sandtable.adapters.model_user import START
 from pytest_sandtable.adapters.openai import OpenAIAgent
+from pytest_sandtable.adapters.options import AdapterOptions
+from pytest_sandtable.adapters.registry import make_agent, make_user
 
 CLAUDE_KEY = "sk-ant-test-4b1d9e"
 OPENAI_KEY = "sk-test-user-7c2e51"

@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 
 from pytest_sandtable import __version__
-from pytest_sandtable._artifacts import (
+from pytest_sandtable.engine.results import Check, TrialResult, Violation
+from pytest_sandtable.report.results_json import (
     REDACTED,
     ResultsError,
     RunMeta,
@@ -31,7 +32,6 @@ from pytest_sandtable._artifacts import (
     validate_results,
     write_run,
 )
-from pytest_sandtable._results import Check, TrialResult, Violation
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import (

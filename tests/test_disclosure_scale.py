@@ -9,10 +9,10 @@ import random
 import re
 from typing import Any
 
-from pytest_sandtable._invariants import _WORD, DisclosureScanner, numbers_in
-from pytest_sandtable._loader import load_domain_text
-from pytest_sandtable._model import Domain
-from pytest_sandtable._world import World, _index_key, seed_for
+from pytest_sandtable.domain.loader import load_domain_text
+from pytest_sandtable.domain.model import Domain
+from pytest_sandtable.engine.rules import _WORD, DisclosureScanner, numbers_in
+from pytest_sandtable.engine.world import World, _index_key, seed_for
 
 TEXTS = ["Alpha", "alpha beta", "Beta-2", "--", "  ", "", "x y z", "Gamma", "$$", "gamma ray", "Tp-7", "delta"]
 NUMBERS = [1, 2, 7, 20, 2.5, 300, 1000]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 import pytest_sandtable as st
-from pytest_sandtable._text import failure_text
+from pytest_sandtable.report.text import failure_text
 
 Make = Callable[[str], st.Domain]
 Play = Callable[..., st.TrialResult]

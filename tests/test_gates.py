@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_sandtable._gates import GateCheck, evaluate, parse_fail_under, parse_floor, verdict_lines
-from pytest_sandtable._results import TrialResult
+from pytest_sandtable.engine.results import TrialResult
+from pytest_sandtable.report.gates import GateCheck, evaluate, parse_fail_under, parse_floor, verdict_lines
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import PLUGIN_ARGS, make_shop, only_results

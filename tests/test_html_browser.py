@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from pytest_sandtable import ReferenceAgent, ScriptedUser, run_trial
-from pytest_sandtable._artifacts import RunMeta, build_results, write_run
-from pytest_sandtable._html import render_report
-from pytest_sandtable._loader import load_domain_text
-from pytest_sandtable._prices import builtin_prices_as_of
-from pytest_sandtable._results import TrialResult
+from pytest_sandtable.domain.loader import load_domain_text
+from pytest_sandtable.engine.results import TrialResult
+from pytest_sandtable.report.html import render_report
+from pytest_sandtable.report.prices import builtin_prices_as_of
+from pytest_sandtable.report.results_json import RunMeta, build_results, write_run
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import SHOP

@@ -29,9 +29,9 @@ from fakes import (
 )
 
 import pytest_sandtable as st
-from pytest_sandtable._agents import make_agent
-from pytest_sandtable._options import AdapterOptions
 from pytest_sandtable.adapters.http_agent import HttpStepAgent
+from pytest_sandtable.adapters.options import AdapterOptions
+from pytest_sandtable.adapters.registry import make_agent
 
 TOKEN = "svc-token-5e8a11"
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "http_agent_service.py"

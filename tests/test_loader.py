@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_sandtable.__main__ import main
-from pytest_sandtable._errors import DomainError, Problem, format_path
-from pytest_sandtable._loader import load_domain, load_domain_text
-from pytest_sandtable._model import MISSING, CallMatcher, Check, Op, Pos, RefStep, StateExpectation
+from pytest_sandtable.domain.errors import DomainError, Problem, format_path
+from pytest_sandtable.domain.loader import load_domain, load_domain_text
+from pytest_sandtable.domain.model import MISSING, CallMatcher, Check, Op, Pos, RefStep, StateExpectation
 
 # The spec's example, with every table and tool it refers to declared.
 DOMAIN = """\

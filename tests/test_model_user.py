@@ -33,8 +33,6 @@ from fakes import (
 )
 
 import pytest_sandtable as st
-from pytest_sandtable._options import AdapterOptions
-from pytest_sandtable._users import make_user
 from pytest_sandtable.adapters import _retry
 from pytest_sandtable.adapters.model_user import (
     START,
@@ -45,6 +43,8 @@ from pytest_sandtable.adapters.model_user import (
     user_messages,
     user_system_prompt,
 )
+from pytest_sandtable.adapters.options import AdapterOptions
+from pytest_sandtable.adapters.registry import make_user
 
 KEY = "sk-test-sim-user-93af"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import pytest_sandtable as st
-from pytest_sandtable._prices import (
+from pytest_sandtable.report.prices import (
     PRICE_FIELDS,
     PricesError,
     all_prices,
@@ -19,7 +19,7 @@ from pytest_sandtable._prices import (
     load_prices,
     price_for,
 )
-from pytest_sandtable._usage import USAGE_HEADERS, format_cost, usage_rows
+from pytest_sandtable.report.usage import USAGE_HEADERS, format_cost, usage_rows
 
 
 def test_builtin_claude_prices_are_dated_and_complete() -> None:

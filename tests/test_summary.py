@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_sandtable import TrialResult, summarize
-from pytest_sandtable._results import Check
-from pytest_sandtable._summary import pass_hat, render_terminal
+from pytest_sandtable.engine.results import Check
+from pytest_sandtable.report.summary import pass_hat, render_terminal
 
 
 def trial(task: str, n: int, verdict: str, *, k: int = 4, tags: tuple[str, ...] = (), critical: bool = False,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import pytest_sandtable as st
-from pytest_sandtable._conditions import row_matches
-from pytest_sandtable._world import World, seed_for
+from pytest_sandtable.domain.conditions import row_matches
+from pytest_sandtable.engine.world import World, seed_for
 
 Make = Callable[[str], st.Domain]
 Play = Callable[..., st.TrialResult]

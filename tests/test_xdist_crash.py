@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sandtable._artifacts_plugin import crashed_trial
+from pytest_sandtable.plugin.artifacts import crashed_trial
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import PLUGIN_ARGS, make_shop, only_results

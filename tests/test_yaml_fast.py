@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_sandtable import _loader, _yaml
-from pytest_sandtable._errors import DomainError
-from pytest_sandtable._loader import load_domain_text
+from pytest_sandtable.domain import loader as _loader
+from pytest_sandtable.domain import yaml_reader as _yaml
+from pytest_sandtable.domain.errors import DomainError
+from pytest_sandtable.domain.loader import load_domain_text
 
 pytestmark = pytest.mark.skipif(_yaml._CParser is None, reason="PyYAML without libyaml")
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from .._conditions import json_type as json_type  # re-exported for the adapters
-from .._options import public_url as public_url  # re-exported for the adapters
+from ..domain.conditions import json_type as json_type  # re-exported for the adapters
+from ..engine.redact import public_url as public_url  # re-exported for the adapters
 
 T = TypeVar("T")
 

@@ -21,10 +21,10 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
-from .._agent_api import AgentError, Turn, Usage
-from .._options import AdapterOptions
+from ..engine.api import AgentError, Turn, Usage
 from ._common import PerLoop, anthropic_base_url, body_snippet, error_detail, host_of, json_type, snippet
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, should_retry
+from .options import AdapterOptions
 
 MAX_STEPS_PER_TURN = 50
 """Model calls one agent turn may make (each follows a round of tool calls)."""

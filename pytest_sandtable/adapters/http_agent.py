@@ -21,19 +21,10 @@ from typing import Any
 
 import httpx
 
-from .._agent_api import AgentError, ToolResult, Turn
-from .._options import AdapterOptions
-from ._common import (
-    PerLoop,
-    body_snippet,
-    error_detail,
-    host_of,
-    json_type,
-    parse_json_body,
-    public_url,
-    url_secrets,
-)
+from ..engine.api import AgentError, ToolResult, Turn
+from ._common import PerLoop, body_snippet, error_detail, host_of, json_type, parse_json_body, public_url, url_secrets
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, is_connect_refused, parse_retry_after
+from .options import AdapterOptions
 
 PROTOCOL = "sandtable-step/1"
 TOKEN_ENV = "SANDTABLE_HTTP_AGENT_TOKEN"

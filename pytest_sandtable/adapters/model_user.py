@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._agent_api import UserError, UserReply, UserTurn
-from .._options import AdapterOptions
+from ..engine.api import UserError, UserReply, UserTurn
+from .options import AdapterOptions
 
 SIGNALS = {"GOAL_MET": "goal_met", "IMPOSSIBLE": "impossible", "HANDED_OFF": "handed_off"}
 _SIGNAL_RE = re.compile(r"#{2,}\s*(GOAL[ _-]?MET|IMPOSSIBLE|HANDED[ _-]?OFF)\s*#{2,}", re.IGNORECASE)

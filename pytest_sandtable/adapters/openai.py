@@ -28,8 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .._agent_api import AgentError, Turn, Usage
-from .._options import AdapterOptions
+from ..engine.api import AgentError, Turn, Usage
 from ._common import (
     PerLoop,
     body_snippet,
@@ -44,16 +43,8 @@ from ._common import (
     snippet,
     url_secrets,
 )
-from ._retry import (
-    Again,
-    Caller,
-    Fatal,
-    TimedOut,
-    Transient,
-    connection_failure,
-    parse_retry_after,
-    should_retry,
-)
+from ._retry import Again, Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, should_retry
+from .options import AdapterOptions
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_STEPS_PER_TURN = 50

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ._conditions import as_number, is_operator_object, row_matches
-from ._model import Domain, Table
+from ..domain.conditions import as_number, is_operator_object, row_matches
+from ..domain.model import Domain, Table
 
 # tables smaller than this are scanned; an index would cost more than it saves
 _INDEX_MIN_ROWS = 64

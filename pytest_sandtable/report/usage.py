@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._prices import estimate_cost
+from .prices import estimate_cost
 
 USAGE_HEADERS = ["side", "model", "input", "output", "cache read", "cache write", "cost"]
 """Column headers matching :func:`usage_rows`."""

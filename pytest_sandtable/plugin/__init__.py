@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ._agent_api import AgentCallable, UserCallable
-    from ._run import RunState
+    from ..engine.api import AgentCallable, UserCallable
+    from .session import RunState
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--sandtable-prices"):
         run_prices(config)  # a bad prices file is a usage error before anything runs
     config.pluginmanager.register(_Collector(config), "sandtable-collector")
-    from ._artifacts_plugin import register as register_artifacts
+    from .artifacts import register as register_artifacts
 
     register_artifacts(config)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -114,7 +114,7 @@ def run_prices(config: pytest.Config) -> dict[str, dict[str, float]]:
     """Built-in list prices plus the --sandtable-prices file (loaded once)."""
     prices = config.stash.get(_PRICES, None)
     if prices is None:
-        from ._prices import PricesError, all_prices
+        from ..report.prices import PricesError, all_prices
 
         try:
             prices = all_prices(config.getoption("--sandtable-prices"))
@@ -167,8 +167,8 @@ def run_state(config: pytest.Config) -> RunState:
     """The run's shared state (created on first use: the engine is imported then)."""
     st = config.stash.get(_STATE, None)
     if st is None:
-        from ._options import AdapterOptions
-        from ._run import RunState
+        from ..adapters.options import AdapterOptions
+        from .session import RunState
 
         n = _settings(config)
         options = AdapterOptions(
@@ -194,20 +194,18 @@ def run_state(config: pytest.Config) -> RunState:
     return st
 
 
-def is_domain_file(path: Path) -> bool:
-    return path.name == "sandtable.yaml" or path.name.endswith(".sandtable.yaml")
-
-
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
+    from ..domain.files import is_domain_file
+
     if is_domain_file(file_path):
-        from ._collect import DomainFile
+        from .items import DomainFile
 
         return DomainFile.from_parent(parent, path=file_path)
     return None
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    from ._options import public_spec
+    from ..engine.redact import public_spec
 
     return (
         f"sandtable: k={config.stash[_K]}, agent={public_spec(str(_opt(config, 'agent')))}, "
@@ -276,13 +274,13 @@ class _Collector:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return
-        from ._summary import render_terminal
+        from ..report.summary import render_terminal
 
         # the artefacts plugin summarized the run for results.json at session finish
         summary = getattr(self.config.pluginmanager.get_plugin("sandtable-artifacts"), "summary", None)
         if summary is None:
-            from ._results import TrialResult
-            from ._summary import summarize
+            from ..engine.results import TrialResult
+            from ..report.summary import summarize
 
             trials = [TrialResult.from_dict(d) for d in self.results]
             summary = summarize(trials, k=self.config.stash[_K], prices=run_prices(self.config))

@@ -33,8 +33,8 @@ from typing import Any
 import yaml
 from yaml.constructor import SafeConstructor
 
-from ._errors import DomainError, PathTuple, Problem, format_path
-from ._model import Pos
+from .errors import DomainError, PathTuple, Problem, format_path
+from .model import Pos
 
 _CParser: Any
 try:

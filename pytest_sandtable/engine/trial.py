@@ -15,7 +15,9 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
-from ._agent_api import (
+from ..domain.conditions import format_value
+from ..domain.model import Domain, Invariant, Task
+from .api import (
     AgentCallable,
     AgentError,
     ToolResult,
@@ -27,13 +29,11 @@ from ._agent_api import (
     UserReply,
     UserTurn,
 )
-from ._conditions import format_value
-from ._grading import grade
-from ._invariants import DisclosureScanner, check_call
-from ._model import Domain, Invariant, Task
-from ._results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
-from ._tools import ArgError, coerce_args, run_checks, run_ops
-from ._world import Conflict, NotFound, World, seed_for
+from .grading import grade
+from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
+from .rules import DisclosureScanner, check_call
+from .tools import ArgError, coerce_args, run_checks, run_ops
+from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
 
@@ -308,8 +308,8 @@ async def arun_trial(
     failures and domain bugs make it errored."""
     if isinstance(task, str):
         task = domain.task(task)
-    from ._agents import ReferenceAgent
-    from ._users import ScriptedUser
+    from .reference import ReferenceAgent
+    from .scripted_user import ScriptedUser
 
     if isinstance(agent, ReferenceAgent):
         agent = agent.for_task(task)

@@ -1,7 +1,7 @@
 """Load a domain file: YAML, then the JSON Schema, then every cross-reference.
 
-``load_domain`` either returns a complete :class:`~pytest_sandtable._model.Domain`
-or raises :class:`~pytest_sandtable._errors.DomainError` listing every problem
+``load_domain`` either returns a complete :class:`~pytest_sandtable.domain.model.Domain`
+or raises :class:`~pytest_sandtable.domain.errors.DomainError` listing every problem
 found (not just the first), sorted by line, each pointing at the exact node.
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
-from ._conditions import json_type
-from ._errors import DomainError, PathTuple, Problem
-from ._model import (
+from .conditions import json_type
+from .errors import DomainError, PathTuple, Problem
+from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
     OP_KINDS,
@@ -41,7 +41,7 @@ from ._model import (
     Tool,
     UserSpec,
 )
-from ._yaml import Document, load_yaml
+from .yaml_reader import Document, load_yaml
 
 __all__ = ["domain_schema", "load_domain", "load_domain_text"]
 

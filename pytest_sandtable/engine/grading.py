@@ -7,10 +7,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._conditions import describe_clause, first_mismatch, format_literal, format_value, resolve_where, row_matches
-from ._model import CallMatcher, Expect, StateExpectation
-from ._results import Check
-from ._world import World
+from ..domain.conditions import (
+    describe_clause,
+    first_mismatch,
+    format_literal,
+    format_value,
+    resolve_where,
+    row_matches,
+)
+from ..domain.model import CallMatcher, Expect, StateExpectation
+from .results import Check
+from .world import World
 
 
 def _state_id(e: StateExpectation) -> str:

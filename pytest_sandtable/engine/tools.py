@@ -7,8 +7,7 @@ import json
 import math
 from typing import Any
 
-from ._agent_api import ToolResult
-from ._conditions import (
+from ..domain.conditions import (
     ABSENT,
     as_number,
     equal,
@@ -20,8 +19,9 @@ from ._conditions import (
     row_matches,
     template,
 )
-from ._model import MISSING, Param, Tool
-from ._world import Conflict, NotFound, World, copy_row
+from ..domain.model import MISSING, Param, Tool
+from .api import ToolResult
+from .world import Conflict, NotFound, World, copy_row
 
 
 class ArgError(Exception):

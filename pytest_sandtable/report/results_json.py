@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ._options import public_url
-from ._results import TrialResult
+from ..engine.redact import public_url
+from ..engine.results import TrialResult
 
 __all__ = [
     "REPORT_FILE",
@@ -75,7 +75,7 @@ class ResultsError(Exception):
 
 
 def _writer_version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -149,8 +149,8 @@ def build_results(
     whatever order they finished in), per-task verdicts, the summary and the gates'
     outcome (critical tasks and domain files that did not load are always checked;
     fail-under and floors when given)."""
-    from ._gates import evaluate
-    from ._summary import order_trials, summarize
+    from .gates import evaluate
+    from .summary import order_trials, summarize
 
     ts = order_trials(_as_trial(t) for t in trials)
     summary = summarize(ts, k=run_meta.k, prices=prices)
@@ -296,7 +296,7 @@ def write_run(
     returns the folder. Secret values from the environment (see :func:`secret_values`;
     ``env`` defaults to :data:`os.environ`) are replaced by ``[redacted]`` in both files.
     Both files are rendered before either is written."""
-    from ._html import render_report
+    from .html import render_report
 
     secrets = secret_values(env)
     clean: dict[str, Any] = scrub_secrets(results, secrets)
@@ -313,7 +313,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike[str],
                  *, env: Mapping[str, str] | None = None) -> Path:
     """Re-render ``report.html`` alone into ``out_dir`` (created if needed), atomically
     and with secrets scrubbed; returns the file written."""
-    from ._html import render_report
+    from .html import render_report
 
     secrets = secret_values(env)
     html_text = _scrub_text(render_report(scrub_secrets(results, secrets)), secrets)

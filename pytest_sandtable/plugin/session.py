@@ -11,14 +11,16 @@ from typing import Any
 
 import pytest
 
-from ._agent_api import AgentCallable, UserCallable
-from ._agents import ReferenceAgent, agent_label, make_agent
-from ._model import Domain, Task
-from ._options import AdapterOptions, public_spec
-from ._pool import TrialPool, is_xdist_worker, pending_items
-from ._results import TrialResult
-from ._trial import arun_trial
-from ._users import ScriptedUser, make_user
+from ..adapters.options import AdapterOptions
+from ..adapters.registry import agent_label, make_agent, make_user
+from ..domain.model import Domain, Task
+from ..engine.api import AgentCallable, UserCallable
+from ..engine.redact import public_spec
+from ..engine.reference import ReferenceAgent
+from ..engine.results import TrialResult
+from ..engine.scripted_user import ScriptedUser
+from ..engine.trial import arun_trial
+from .pool import TrialPool, is_xdist_worker, pending_items
 
 
 class RunState:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ._gates import GateOutcome
+    from ..report.gates import GateOutcome
 
 __all__ = ["PLUGIN_NAME", "ArtifactsPlugin", "collection_errors_line", "crashed_trial", "register"]
 
@@ -39,7 +39,7 @@ def register(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Lets ``-p pytest_sandtable._artifacts_plugin`` enable the artefacts by itself."""
+    """Lets ``-p pytest_sandtable.plugin.artifacts`` enable the artefacts by itself."""
     register(config)
 
 
@@ -58,7 +58,7 @@ class ArtifactsPlugin:
         raw_fail_under = config.getoption("--sandtable-fail-under", None)
         raw_floors = config.getoption("--sandtable-floor", None) or []
         if raw_fail_under is not None or raw_floors:
-            from ._gates import parse_fail_under, parse_floor
+            from ..report.gates import parse_fail_under, parse_floor
 
             self.fail_under = parse_fail_under(raw_fail_under)
             for raw in raw_floors:
@@ -107,7 +107,7 @@ class ArtifactsPlugin:
         unknown = [tag for tag in self.floors if tag not in tags]
         if not unknown:
             return
-        from ._gates import _num
+        from ..report.gates import _num
 
         known = ", ".join(sorted(tags)) or "(none: no task has a tag)"
         broken = ""
@@ -134,7 +134,7 @@ class ArtifactsPlugin:
             return
         self.collect_errors += 1
         path = report.nodeid.split("::")[0]
-        from .plugin import is_domain_file
+        from ..domain.files import is_domain_file
 
         if not path or "::" in report.nodeid or not is_domain_file(Path(path)):
             return
@@ -150,19 +150,19 @@ class ArtifactsPlugin:
         results: list[dict[str, Any]] = list(getattr(collector, "results", None) or [])
         if not results and not self.collection_errors:
             return
-        from ._artifacts import build_results, default_run_dir, iso_utc, write_run
-        from ._results import TrialResult
+        from ..engine.results import TrialResult
+        from ..report.results_json import build_results, default_run_dir, iso_utc, write_run
 
         self._fill_crashed_labels(results)
         trials = [TrialResult.from_dict(d) for d in results]
         meta = self._run_meta(trials, iso_utc())
         meta.stopped_early = _stopped_early(session)
-        from .plugin import run_prices
+        from . import run_prices
 
         doc = build_results(
             trials, meta, fail_under=self.fail_under, floors=self.floors, prices=run_prices(self.config)
         )
-        from ._gates import GateOutcome
+        from ..report.gates import GateOutcome
 
         gate = doc["gate"]
         self.outcome = GateOutcome(passed=gate["passed"], lines=list(gate["lines"]), gate_set=gate["set"])
@@ -205,7 +205,7 @@ class ArtifactsPlugin:
         if self.collection_errors and self.outcome is not None:
             terminalreporter.write_line(collection_errors_line(self.collection_errors), red=True, bold=True)
         if self.outcome is not None:
-            from ._gates import DETAIL_FAILED, PREFIX_FAILED
+            from ..report.gates import DETAIL_FAILED, PREFIX_FAILED
 
             for line in self.outcome.lines:
                 bad = line.startswith((PREFIX_FAILED, DETAIL_FAILED))
@@ -241,13 +241,13 @@ class ArtifactsPlugin:
 
     def _settings(self) -> dict[str, Any]:
         """The numeric options as the plugin checked them at configure time."""
-        from .plugin import _settings
+        from . import _settings
 
         return _settings(self.config)
 
     def _run_meta(self, trials: list[Any], finished_at: str) -> Any:
-        from ._artifacts import RunMeta, safe_url
-        from ._options import public_spec
+        from ..engine.redact import public_spec
+        from ..report.results_json import RunMeta, safe_url
 
         root = Path(self.config.rootpath)
         known: dict[str, str] = {}
@@ -275,7 +275,7 @@ class ArtifactsPlugin:
             "fail_under": self.fail_under,
             "floors": dict(self.floors),
         }
-        from .plugin import _K
+        from . import _K
 
         return RunMeta(
             domains=sorted(domains.values(), key=lambda d: (d["name"], d["path"])),
@@ -290,7 +290,7 @@ class ArtifactsPlugin:
         )
 
     def _run_state(self) -> Any:
-        from .plugin import _STATE
+        from . import _STATE
 
         return self.config.stash.get(_STATE, None)
 
@@ -337,10 +337,10 @@ def crashed_trial(nodeid: str, rootdir: Path, *, run_seed: int, why: str) -> dic
     m = _NODEID.match(nodeid)
     if m is None:
         return None
-    from ._errors import DomainError
-    from ._loader import load_domain
-    from ._results import ERRORED, TrialResult
-    from ._trial import trial_seed
+    from ..domain.errors import DomainError
+    from ..domain.loader import load_domain
+    from ..engine.results import ERRORED, TrialResult
+    from ..engine.trial import trial_seed
 
     path = m.group("path")
     try:

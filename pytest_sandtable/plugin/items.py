@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ._model import Domain, Task
-from ._results import ERRORED, FAILED, TrialResult
-from .plugin import run_state
+from ..domain.model import Domain, Task
+from ..engine.results import ERRORED, FAILED, TrialResult
+from . import run_state
 
 # tags become markers; these already mean something to pytest
 RESERVED_MARKERS = frozenset(
@@ -34,8 +34,8 @@ class DomainFile(pytest.File):
     """A sandtable.yaml: its tasks, each repeated k times."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from ._errors import DomainError
-        from ._loader import load_domain
+        from ..domain.errors import DomainError
+        from ..domain.loader import load_domain
 
         st = run_state(self.config)
         try:
@@ -129,7 +129,7 @@ class TrialItem(pytest.Function):
             raise TrialFailed(self.result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
-        from ._text import failure_text, transcript_text
+        from ..report.text import failure_text, transcript_text
 
         if isinstance(excinfo.value, (TrialFailed, TrialErrored)):
             result = excinfo.value.result

@@ -121,7 +121,7 @@ def merge_results(
     trial is an error, not renumbered: a trial's number fixes its seed, so the same
     number twice is the same trial run twice, and counting both would inflate pass^k.
     """
-    from ._artifacts import RunMeta, build_results, trials_of
+    from ..report.results_json import RunMeta, build_results, trials_of
 
     if not shards:
         raise MergeError("nothing to merge")
@@ -230,8 +230,8 @@ def _out(lines: Iterable[str]) -> None:
 def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
     """The terminal summary of a results.json: figures, where the files are, domain files
     that did not load, and the gate's lines as recorded."""
-    from ._artifacts_plugin import collection_errors_line
-    from ._summary import render_terminal
+    from ..plugin.artifacts import collection_errors_line
+    from ..report.summary import render_terminal
 
     lines = [*render_terminal(dict(doc["summary"])), ""]
     if where is not None:
@@ -246,8 +246,8 @@ def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
 def _merge(args: argparse.Namespace) -> int:
     import pytest
 
-    from ._artifacts import ResultsError, default_run_dir, read_results, write_run
-    from ._gates import parse_fail_under, parse_floor
+    from ..report.gates import parse_fail_under, parse_floor
+    from ..report.results_json import ResultsError, default_run_dir, read_results, write_run
 
     try:
         fail_under = parse_fail_under(args.fail_under)
@@ -256,7 +256,7 @@ def _merge(args: argparse.Namespace) -> int:
         return _err(str(e).replace("--sandtable-", "--"))
     prices = None
     if args.prices:
-        from ._prices import PricesError, all_prices
+        from ..report.prices import PricesError, all_prices
 
         try:
             prices = all_prices(args.prices)
@@ -287,7 +287,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ._artifacts import ResultsError, read_results, write_report
+    from ..report.results_json import ResultsError, read_results, write_report
 
     try:
         doc = read_results(args.file)

@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._agent_api import Turn
-from ._agents import ReferenceAgent
-from ._conditions import ABSENT, format_value, resolve
-from ._model import Domain, Task
-from ._trial import run_trial
-from ._users import ScriptedUser
+from ..domain.conditions import ABSENT, format_value, resolve
+from ..domain.model import Domain, Task
+from .api import Turn
+from .reference import ReferenceAgent
+from .scripted_user import ScriptedUser
+from .trial import run_trial
 
 ERROR = "error"
 WARNING = "warning"
@@ -111,7 +111,7 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
             if c.kind != "invariant":
                 add(ERROR, f"the reference fails its own expectation {c.id}: {c.detail}")
         # rules that silently did not apply to the reference's calls
-        from ._world import World, seed_for
+        from .world import World, seed_for
 
         world = World(seed_for(domain))
         for op in task.given:
@@ -120,7 +120,7 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
             elif op.kind == "create":
                 world.create(op.spec["table"], op.spec.get("row", {}))
         # replay writes in order so each call sees the world it saw in the trial
-        from ._tools import coerce_args, run_checks, run_ops
+        from .tools import coerce_args, run_checks, run_ops
 
         for call in result.calls:
             tool = domain.tools.get(call["tool"])

@@ -1,46 +1,21 @@
-"""Agents that need no model, and resolving `--sandtable-agent` to an agent."""
+"""Every `--sandtable-agent` / `--sandtable-user` spec, parsed in one place.
+
+``reference`` and ``scripted`` are the engine's built-ins; ``claude:<model>``,
+``openai:<model>`` and ``http(s)://`` name an adapter of this package, imported
+only when named (so anthropic / httpx load only for runs that use them);
+``module:attr`` is the team's own callable.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Sequence
 from typing import Any
 
-from ._agent_api import AgentCallable, Turn
-from ._model import RefStep, Task
-from ._options import AdapterOptions
-
-
-class ReferenceAgent:
-    """Replays the task's `reference`: the calls before a `say` happen in the same
-    turn and the `say` is that turn's reply; once it is used up it says nothing more.
-
-    The trial runner binds it to the task being run (:meth:`for_task`), so the
-    agent interface stays what any other agent gets: no hidden task data in `Turn`.
-    """
-
-    name = "reference"
-
-    def __init__(self, steps: Sequence[RefStep] = ()) -> None:
-        self.steps = list(steps)
-
-    def for_task(self, task: Task) -> ReferenceAgent:
-        return ReferenceAgent(task.reference)
-
-    def __call__(self, turn: Turn) -> str:
-        i = turn.state.get("_reference_i", 0)
-        reply = ""
-        while i < len(self.steps):
-            step = self.steps[i]
-            i += 1
-            if step.call is not None:
-                turn.call_tool(step.call, dict(step.args))
-            else:
-                reply = step.say or ""
-                break
-        turn.state["_reference_i"] = i
-        return reply
+from ..engine.api import AgentCallable, UserCallable
+from ..engine.reference import ReferenceAgent
+from ..engine.scripted_user import ScriptedUser
+from .options import AdapterOptions
 
 
 def agent_label(agent: Any) -> str:
@@ -94,15 +69,18 @@ def load_callable(spec: str, what: str = "agent") -> Any:
 AGENT_FORMS = "'reference', 'claude:<model>', 'openai:<model>', 'http(s)://<url>' or 'module:attr'"
 
 
-def _model_name(spec: str) -> str:
+def model_name(spec: str, example: str) -> str:
+    """The model of a ``claude:<model>`` / ``openai:<model>`` spec; ``example`` is shown
+    in the error when the spec names none."""
     kind, _, model = spec.partition(":")
     model = model.strip()
     if not model:
-        raise ValueError(f"{spec!r} names no model; expected {kind}:<model>, e.g. {kind}:{_EXAMPLE_MODEL[kind]}")
+        raise ValueError(f"{spec!r} names no model; expected {kind}:<model>, e.g. {kind}:{example}")
     return model
 
 
-_EXAMPLE_MODEL = {"claude": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+_EXAMPLE_AGENT_MODEL = {"claude": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+_EXAMPLE_USER_MODEL = {"claude": "claude-haiku-4-5", "openai": "gpt-4.1-mini"}
 _NEEDS = {"anthropic": "claude", "httpx": "openai"}
 
 
@@ -137,11 +115,11 @@ def make_agent(spec: str, options: AdapterOptions | None = None) -> tuple[AgentC
     if spec == "reference":
         return ReferenceAgent(), "reference"
     if spec.startswith("claude:"):
-        model = _model_name(spec)
+        model = model_name(spec, _EXAMPLE_AGENT_MODEL["claude"])
         claude = import_adapter("claude", spec).ClaudeAgent(model, options)
         return claude, str(claude.name)
     if spec.startswith("openai:"):
-        model = _model_name(spec)
+        model = model_name(spec, _EXAMPLE_AGENT_MODEL["openai"])
         oai = import_adapter("openai", spec).OpenAIAgent(model, options)
         return oai, str(oai.name)
     if spec.startswith(("http://", "https://")):
@@ -152,3 +130,33 @@ def make_agent(spec: str, options: AdapterOptions | None = None) -> tuple[AgentC
     if ":" in spec:
         return load_callable(spec, "agent"), spec
     raise ValueError(f"unknown agent {spec!r}; expected {AGENT_FORMS}")
+
+
+USER_FORMS = "'scripted', 'claude:<model>', 'openai:<model>' or 'module:attr'"
+
+
+def make_user(spec: str, options: AdapterOptions | None = None) -> tuple[UserCallable, str]:
+    """The simulated user named by `--sandtable-user`, and its label:
+
+    - ``scripted``: says the task's opening and script lines (no model);
+    - ``claude:<model>``: played by Claude (key from ``$ANTHROPIC_API_KEY``);
+    - ``openai:<model>``: played by a model behind an OpenAI-compatible endpoint (base URL
+      from ``options.user_base_url``, else ``$OPENAI_BASE_URL``; key from ``$OPENAI_API_KEY``);
+    - ``module:attr``: your own user, a callable or a class instantiated without arguments.
+
+    Raises ValueError for anything else, or when a model user lacks its key.
+    """
+    spec = (spec or "scripted").strip()
+    options = options or AdapterOptions()
+    if spec == "scripted":
+        return ScriptedUser(), "scripted"
+    if spec.startswith(("claude:", "openai:")):
+        kind = spec.partition(":")[0]
+        model = model_name(spec, _EXAMPLE_USER_MODEL[kind])
+        import_adapter("claude" if kind == "claude" else "openai", spec)  # is its client library installed?
+        users = import_adapter("model_user", spec)
+        user = (users.ClaudeUser if kind == "claude" else users.OpenAIUser)(model, options)
+        return user, str(user.name)
+    if ":" in spec:
+        return load_callable(spec, "simulated user"), spec
+    raise ValueError(f"unknown simulated user {spec!r}; expected {USER_FORMS}")

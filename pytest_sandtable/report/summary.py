@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from math import comb
 from typing import Any
 
-from ._results import ERRORED, PASSED, TrialResult
+from ..engine.results import ERRORED, PASSED, TrialResult
 
 VERDICT_ORDER = {"failed": 0, "flaky": 1, "skipped": 2, "passed": 3}
 
@@ -69,7 +69,7 @@ def cost_summary(
     usage: Mapping[str, Mapping[str, Mapping[str, int]]], prices: Mapping[str, Mapping[str, float]] | None = None
 ) -> dict[str, Any]:
     """Estimated cost at list prices per side and model (None where the price is unknown)."""
-    from ._prices import all_prices, builtin_prices_as_of, estimate_cost
+    from .prices import all_prices, builtin_prices_as_of, estimate_cost
 
     table = prices if prices is not None else all_prices(None)
     out: dict[str, Any] = {"currency": "USD", "prices_as_of": builtin_prices_as_of()}
@@ -266,7 +266,7 @@ def render_terminal(s: dict[str, Any]) -> list[str]:
         out.extend(tabulate(rows, tablefmt="plain", disable_numparse=True).splitlines())
     usage = s.get("usage") or {}
     if usage.get("agent") or usage.get("user"):
-        from ._usage import USAGE_HEADERS, cost_rows
+        from .usage import USAGE_HEADERS, cost_rows
 
         usage_table = cost_rows(usage, s.get("cost") or {})
         out.append("")

@@ -229,7 +229,7 @@ def _dots(trials: Sequence[Mapping[str, Any]], idx: _Index) -> str:
 def _usage(s: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> str:
     """The usage, cost and latency card: a table of tokens and estimated cost per side
     and model with a total row, the prices' date, and agent turn latency."""
-    from ._usage import COST_HEADERS_WITH_CALLS, cost_rows
+    from .usage import COST_HEADERS_WITH_CALLS, cost_rows
 
     out: list[str] = []
     usage = s.get("usage") or {}

@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ._results import TrialResult
+from ..engine.results import TrialResult
 
 _TRIAL_OUTPUT: contextvars.ContextVar[dict[str, io.StringIO] | None] = contextvars.ContextVar(
     "sandtable_trial_output", default=None

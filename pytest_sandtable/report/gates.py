@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from ._results import ERRORED, PASSED, TrialResult
+from ..engine.results import ERRORED, PASSED, TrialResult
 
 __all__ = [
     "GateCheck",
@@ -217,7 +217,7 @@ def evaluate(
     collection_errors: Iterable[Mapping[str, Any]] = (),
     stopped_early: str | None = None,
 ) -> GateOutcome:
-    """Check every gate against a run's summary (from :func:`~pytest_sandtable._summary.summarize`),
+    """Check every gate against a run's summary (from :func:`~pytest_sandtable.report.summary.summarize`),
     its trials (for critical tasks and errored trials) and the domain files that did
     not load (``{path, message}``, see ``run.collection_errors`` in results.json).
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._conditions import format_literal
-from ._results import TrialResult
+from ..domain.conditions import format_literal
+from ..engine.results import TrialResult
 
 
 def _args(args: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._conditions import (
+from ..domain.conditions import (
     ABSENT,
     as_number,
     describe_clause,
@@ -19,8 +19,8 @@ from ._conditions import (
     resolve_where,
     row_matches,
 )
-from ._model import Domain, Invariant
-from ._world import FieldValues, SeedTable, World, _index_key
+from ..domain.model import Domain, Invariant
+from .world import FieldValues, SeedTable, World, _index_key
 
 
 def _ref_value(ref: Any, args: Mapping[str, Any], world: World) -> tuple[bool, Any, str]:
