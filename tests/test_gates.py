@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_sandtable.engine.results import TrialResult
-from pytest_sandtable.report.gates import GateCheck, evaluate, parse_fail_under, parse_floor, verdict_lines
+from pytest_sandtable.report.gates import GateCheck, GateError, evaluate, parse_fail_under, parse_floor, verdict_lines
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import PLUGIN_ARGS, make_shop, only_results
@@ -190,7 +190,7 @@ def test_parse_floor(raw: str, parsed: tuple[str, float]) -> None:
     ],
 )
 def test_parse_floor_refuses_bad_values(raw: str, message: str) -> None:
-    with pytest.raises(pytest.UsageError) as info:
+    with pytest.raises(GateError) as info:
         parse_floor(raw)
     assert str(info.value) == message
 
@@ -200,7 +200,7 @@ def test_parse_fail_under() -> None:
     assert parse_fail_under(85.0) == 85.0
     assert parse_fail_under(0) == 0.0  # 0: no threshold at all, but a gate (exit status from the gate)
     assert parse_fail_under(1.5) == 1.5
-    with pytest.raises(pytest.UsageError, match=r"^--sandtable-fail-under: expected a percentage from 0 to 100, "
+    with pytest.raises(GateError, match=r"^--sandtable-fail-under: expected a percentage from 0 to 100, "
                                                 r"got '150.0'$"):
         parse_fail_under(150.0)
 
@@ -208,13 +208,13 @@ def test_parse_fail_under() -> None:
 @pytest.mark.parametrize(("raw", "meant"), [(0.85, "85"), ("0.875", "87.5"), (1, "100"), (1.0, "100"),
                                             (0.001, "0.1")])
 def test_a_fraction_for_fail_under_is_a_usage_error_with_a_hint(raw: float | str, meant: str) -> None:
-    with pytest.raises(pytest.UsageError) as info:
+    with pytest.raises(GateError) as info:
         parse_fail_under(raw)
     assert str(info.value) == f"--sandtable-fail-under takes a percentage: did you mean {meant}?"
 
 
 def test_a_fraction_for_a_floor_is_a_usage_error_with_a_hint() -> None:
-    with pytest.raises(pytest.UsageError) as info:
+    with pytest.raises(GateError) as info:
         parse_floor("chat=0.9")
     assert str(info.value) == "--sandtable-floor takes a percentage: did you mean chat=90?"
 

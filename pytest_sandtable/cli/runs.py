@@ -244,16 +244,14 @@ def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    import pytest
-
-    from ..report.gates import parse_fail_under, parse_floor
+    from ..report.gates import GateError, parse_fail_under, parse_floor
     from ..report.results_json import ResultsError, default_run_dir, read_results, write_run
 
     try:
-        fail_under = parse_fail_under(args.fail_under)
-        floors = dict(parse_floor(f) for f in args.floor)
-    except pytest.UsageError as e:
-        return _err(str(e).replace("--sandtable-", "--"))
+        fail_under = parse_fail_under(args.fail_under, "--fail-under")
+        floors = dict(parse_floor(f, "--floor") for f in args.floor)
+    except GateError as e:
+        return _err(str(e))
     prices = None
     if args.prices:
         from ..report.prices import PricesError, all_prices

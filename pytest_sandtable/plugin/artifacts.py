@@ -58,12 +58,15 @@ class ArtifactsPlugin:
         raw_fail_under = config.getoption("--sandtable-fail-under", None)
         raw_floors = config.getoption("--sandtable-floor", None) or []
         if raw_fail_under is not None or raw_floors:
-            from ..report.gates import parse_fail_under, parse_floor
+            from ..report.gates import GateError, parse_fail_under, parse_floor
 
-            self.fail_under = parse_fail_under(raw_fail_under)
-            for raw in raw_floors:
-                tag, pct = parse_floor(raw)
-                self.floors[tag] = pct
+            try:
+                self.fail_under = parse_fail_under(raw_fail_under)
+                for raw in raw_floors:
+                    tag, pct = parse_floor(raw)
+                    self.floors[tag] = pct
+            except GateError as e:
+                raise pytest.UsageError(str(e)) from None
         self.foreign_failures = 0  # failed reports that are not sandtable trials
         self.collect_errors = 0
         # domain files that did not load: {path (relative to the rootdir), message}

@@ -17,8 +17,10 @@ The outcome is told as one verdict line first (``sandtable gate failed: ...`` or
 ``sandtable gate passed: ...``), then, when more than one thing was checked, one
 line per check saying whether it passed and by how much.
 
-This module is pure (no pytest objects, no I/O) except :func:`parse_floor` and
-:func:`parse_fail_under`, which raise :class:`pytest.UsageError` for a bad value.
+This module is pure (no pytest objects, no I/O). :func:`parse_floor` and
+:func:`parse_fail_under` raise :class:`GateError` for a bad value, naming the
+option as the caller spells it (``--sandtable-floor`` under pytest, ``--floor``
+for ``merge``); the shells turn it into a usage error or an exit code.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 from ..engine.results import ERRORED, PASSED, TrialResult
 
 __all__ = [
     "GateCheck",
+    "GateError",
     "GateOutcome",
     "evaluate",
     "gate_is_set",
@@ -147,37 +148,41 @@ def _as_percent(value: float) -> str:
     return f"{round(value * 100, 6):g}"
 
 
-def parse_floor(s: str) -> tuple[str, float]:
-    """Parse one ``--sandtable-floor`` value, ``TAG=PCT`` (e.g. ``booking=90``).
+class GateError(ValueError):
+    """A gate option's value is not usable; the message names the option."""
+
+
+def parse_floor(s: str, option: str = "--sandtable-floor") -> tuple[str, float]:
+    """Parse one floor value, ``TAG=PCT`` (e.g. ``booking=90``).
 
     A PCT above 0 and at most 1 is refused as a likely fraction, with a did-you-mean.
-    Raises :class:`pytest.UsageError` with a message naming the option and the value.
+    Raises :class:`GateError` with a message naming ``option`` and the value.
     """
     tag, sep, raw = s.partition("=")
     tag = tag.strip()
     if not sep or not tag or not raw.strip():
-        raise pytest.UsageError(f"--sandtable-floor: expected TAG=PCT, e.g. booking=90, got {s!r}")
+        raise GateError(f"{option}: expected TAG=PCT, e.g. booking=90, got {s!r}")
     try:
-        value = parse_pct(raw, f"--sandtable-floor {tag}")
+        value = parse_pct(raw, f"{option} {tag}")
     except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise GateError(str(e)) from None
     if _looks_like_a_fraction(value):
-        raise pytest.UsageError(f"--sandtable-floor takes a percentage: did you mean {tag}={_as_percent(value)}?")
+        raise GateError(f"{option} takes a percentage: did you mean {tag}={_as_percent(value)}?")
     return tag, value
 
 
-def parse_fail_under(value: float | str | None) -> float | None:
-    """Check a ``--sandtable-fail-under`` value (0..100). A value above 0 and at most 1
-    is refused as a likely fraction (``0.85`` for 85%), with a did-you-mean; 0 is
-    allowed. Raises :class:`pytest.UsageError`."""
+def parse_fail_under(value: float | str | None, option: str = "--sandtable-fail-under") -> float | None:
+    """Check a fail-under value (0..100). A value above 0 and at most 1 is refused as
+    a likely fraction (``0.85`` for 85%), with a did-you-mean; 0 is allowed. Raises
+    :class:`GateError` naming ``option``."""
     if value is None:
         return None
     try:
-        pct = parse_pct(str(value), "--sandtable-fail-under")
+        pct = parse_pct(str(value), option)
     except ValueError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise GateError(str(e)) from None
     if _looks_like_a_fraction(pct):
-        raise pytest.UsageError(f"--sandtable-fail-under takes a percentage: did you mean {_as_percent(pct)}?")
+        raise GateError(f"{option} takes a percentage: did you mean {_as_percent(pct)}?")
     return pct
 
 
