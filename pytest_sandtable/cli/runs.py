@@ -230,7 +230,7 @@ def _out(lines: Iterable[str]) -> None:
 def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
     """The terminal summary of a results.json: figures, where the files are, domain files
     that did not load, and the gate's lines as recorded."""
-    from ..plugin.artifacts import collection_errors_line
+    from ..report.gates import collection_errors_line
     from ..report.summary import render_terminal
 
     lines = [*render_terminal(dict(doc["summary"])), ""]

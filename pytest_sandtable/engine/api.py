@@ -169,6 +169,15 @@ class Agent(Protocol):
 AgentCallable = Callable[[Turn], AgentReply | Awaitable[AgentReply]]
 
 
+def runs_inline(obj: object) -> bool:
+    """True when an agent or user says it may run inline on the trial's event loop:
+    a synchronous callable that never blocks, never awaits and never sleeps (the
+    built-in reference agent and scripted user). Say so with a class attribute
+    ``inline = True``. Anything else sync runs in a daemon thread, so a hung call
+    can be timed out."""
+    return getattr(obj, "inline", False) is True
+
+
 class AgentError(Exception):
     """The agent under test failed (its endpoint errored, timed out, answered garbage).
 

@@ -21,6 +21,7 @@ class ReferenceAgent:
     """
 
     name = "reference"
+    inline = True  # sync, never blocks: runs on the trial's loop (see engine.api.runs_inline)
 
     def __init__(self, steps: Sequence[RefStep] = ()) -> None:
         self.steps = list(steps)

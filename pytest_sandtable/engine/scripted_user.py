@@ -14,6 +14,7 @@ class ScriptedUser:
     """Deterministic: does not react to what the agent says."""
 
     name = "scripted"
+    inline = True  # sync, never blocks: runs on the trial's loop (see engine.api.runs_inline)
 
     def __call__(self, turn: UserTurn) -> UserReply:
         lines = ([turn.opening] if turn.opening else []) + list(turn.script)

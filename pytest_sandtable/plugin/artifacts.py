@@ -20,7 +20,7 @@ import pytest
 if TYPE_CHECKING:
     from ..report.gates import GateOutcome
 
-__all__ = ["PLUGIN_NAME", "ArtifactsPlugin", "collection_errors_line", "crashed_trial", "register"]
+__all__ = ["PLUGIN_NAME", "ArtifactsPlugin", "crashed_trial", "register"]
 
 PLUGIN_NAME = "sandtable-artifacts"
 
@@ -206,6 +206,8 @@ class ArtifactsPlugin:
         if self.write_error:
             terminalreporter.write_line(self.write_error, red=True, bold=True)
         if self.collection_errors and self.outcome is not None:
+            from ..report.gates import collection_errors_line
+
             terminalreporter.write_line(collection_errors_line(self.collection_errors), red=True, bold=True)
         if self.outcome is not None:
             from ..report.gates import DETAIL_FAILED, PREFIX_FAILED
@@ -296,15 +298,6 @@ class ArtifactsPlugin:
         from . import _STATE
 
         return self.config.stash.get(_STATE, None)
-
-
-def collection_errors_line(errors: list[dict[str, str]]) -> str:
-    """``sandtable: 1 domain file did not load, so its tasks are not in these results: x.sandtable.yaml``."""
-    n = len(errors)
-    files = "s" if n != 1 else ""
-    their = "their" if n != 1 else "its"
-    return (f"sandtable: {n} domain file{files} did not load, so {their} tasks are not in these results: "
-            f"{', '.join(c['path'] for c in errors)}")
 
 
 def _stopped_early(session: pytest.Session) -> str | None:

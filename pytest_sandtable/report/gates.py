@@ -36,6 +36,7 @@ __all__ = [
     "GateCheck",
     "GateError",
     "GateOutcome",
+    "collection_errors_line",
     "evaluate",
     "gate_is_set",
     "parse_fail_under",
@@ -290,3 +291,12 @@ def evaluate(
     ordered = [c for c in checks if not c.passed] + [c for c in checks if c.passed]
     return GateOutcome(passed=all(c.passed for c in checks), lines=verdict_lines(ordered), gate_set=gate_set,
                        checks=ordered)
+
+
+def collection_errors_line(errors: list[dict[str, str]]) -> str:
+    """``sandtable: 1 domain file did not load, so its tasks are not in these results: x.sandtable.yaml``."""
+    n = len(errors)
+    files = "s" if n != 1 else ""
+    their = "their" if n != 1 else "its"
+    return (f"sandtable: {n} domain file{files} did not load, so {their} tasks are not in these results: "
+            f"{', '.join(c['path'] for c in errors)}")
