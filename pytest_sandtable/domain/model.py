@@ -1,11 +1,11 @@
 """The validated, in-memory form of a domain file.
 
-`_loader.load_domain` builds these from YAML after schema and cross-reference
-validation; the engine (`_world`, `_tools`, `_invariants`, `_grading`, `_trial`)
+`loader.load_domain` builds these (in `build`) from YAML after schema and
+cross-reference validation; the engine (`world`, `tools`, `rules`, `grading`, `trial`)
 only ever reads them. Seed rows are shared by every trial and never mutated.
 
 Value expressions: wherever the spec allows `$name`, the raw YAML value is kept
-(a string like "$load_id", or any literal); `_conditions.resolve` turns it into
+(a string like "$load_id", or any literal); `conditions.resolve` turns it into
 a concrete value for one tool call.
 """
 

@@ -1,0 +1,208 @@
+"""Stage 3 of loading: the model objects, from data that has passed stages 1 and 2.
+
+Only a file without problems gets here, so this code indexes the data freely: every
+required key is there and has its type, and every name refers to something declared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .model import (
+    DEFAULT_MAX_TURNS,
+    MISSING,
+    CallMatcher,
+    Check,
+    Domain,
+    Expect,
+    Invariant,
+    Op,
+    Param,
+    Pos,
+    RefStep,
+    StateExpectation,
+    Table,
+    Task,
+    Tool,
+    UserSpec,
+)
+from .yaml_reader import Document
+
+# The keys every invariant has; the rest are its kind's spec.
+_INVARIANT_COMMON = ("id", "kind", "soft", "source", "description")
+
+
+def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
+    """The :class:`Domain` that ``doc`` describes.
+
+    ``fields`` are each table's fields as the checker collected them: declared, or
+    (for a table without a ``fields:`` list) every field its rows and writes use.
+    """
+    data: dict[str, Any] = doc.data
+    return Domain(
+        name=data["name"],
+        description=data.get("description", ""),
+        policy=data.get("policy", ""),
+        tables=_tables(data.get("world", {}), fields),
+        tools={t["name"]: _tool(t, doc.pos(("tools", i))) for i, t in enumerate(data.get("tools", []))},
+        invariants=[_invariant(inv, doc.pos(("invariants", i))) for i, inv in enumerate(data.get("invariants", []))],
+        tasks=[_task(t, doc.pos(("tasks", i))) for i, t in enumerate(data.get("tasks", []))],
+        version=data["version"],
+        tags=dict(data.get("tags", {})),
+    )
+
+
+def param_schema(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a param, as agents see it.
+
+    The checker validates enums, defaults and reference arguments against it too, on
+    data the schema may have rejected: a sub-param that is not a mapping reads as empty.
+    """
+    ptype = p.get("type")
+    schema: dict[str, Any] = {"type": ptype}
+    if isinstance(p.get("description"), str):
+        schema["description"] = p["description"]
+    if isinstance(p.get("enum"), list):
+        schema["enum"] = list(p["enum"])
+    if "default" in p:
+        schema["default"] = p["default"]
+    props = p.get("properties")
+    if ptype == "object" and isinstance(props, dict):
+        schema["properties"] = {n: param_schema(sub if isinstance(sub, dict) else {}) for n, sub in props.items()}
+        required = [
+            n
+            for n, sub in props.items()
+            if isinstance(sub, dict) and sub.get("required", True) and "default" not in sub
+        ]
+        if required:
+            schema["required"] = required
+        schema["additionalProperties"] = False
+    if ptype == "array" and isinstance(p.get("items"), dict):
+        schema["items"] = param_schema(p["items"])
+    return schema
+
+
+def _tables(world: dict[str, Any], fields: Mapping[str, Mapping[str, None]]) -> dict[str, Table]:
+    return {
+        name: Table(
+            name=name,
+            key=t["key"],
+            rows=list(t.get("rows", [])),
+            key_format=t.get("key_format"),
+            fields=set(fields.get(name, {})),
+        )
+        for name, t in world.items()
+    }
+
+
+def _tool(t: dict[str, Any], pos: Pos | None) -> Tool:
+    return Tool(
+        name=t["name"],
+        description=t.get("description", ""),
+        params={name: _param(name, p) for name, p in t.get("params", {}).items()},
+        checks=[_check(c) for c in t.get("checks", [])],
+        ops=[_op(op) for op in t["ops"]],
+        handoff=t.get("handoff", False),
+        pos=pos,
+    )
+
+
+def _param(name: str, p: dict[str, Any]) -> Param:
+    return Param(
+        name=name,
+        type=p["type"],
+        description=p.get("description"),
+        required=p.get("required", True),
+        default=p.get("default", MISSING),
+        enum=list(p["enum"]) if "enum" in p else None,
+        schema=param_schema(p),
+    )
+
+
+def _check(c: dict[str, Any]) -> Check:
+    target = c["require"] if "require" in c else c["forbid"]
+    return Check(
+        kind="require" if "require" in c else "forbid",
+        table=target["table"],
+        key=target.get("key"),
+        where=target.get("where"),
+        error=c.get("error", 400),
+        message=c["message"],
+    )
+
+
+def _op(op: dict[str, Any]) -> Op:
+    kind, spec = next(iter(op.items()))
+    if kind == "respond":
+        return Op(kind=kind, spec={"value": spec})
+    return Op(kind=kind, spec=dict(spec))
+
+
+def _invariant(inv: dict[str, Any], pos: Pos | None) -> Invariant:
+    spec = {k: v for k, v in inv.items() if k not in _INVARIANT_COMMON}
+    if inv["kind"] == "before":
+        spec.setdefault("same", [])
+    return Invariant(
+        id=inv["id"],
+        kind=inv["kind"],
+        spec=spec,
+        soft=inv.get("soft", False),
+        source_quote=inv.get("source", {}).get("quote"),
+        description=inv.get("description"),
+        pos=pos,
+    )
+
+
+def _task(t: dict[str, Any], pos: Pos | None) -> Task:
+    user = t.get("user", {})
+    expect = t.get("expect", {})
+    return Task(
+        id=t["id"],
+        description=t.get("description", ""),
+        tags=list(t.get("tags", [])),
+        critical=t.get("critical", False),
+        max_turns=t.get("max_turns", DEFAULT_MAX_TURNS),
+        given=[_op(op) for op in t.get("given", [])],
+        user=UserSpec(
+            persona=user.get("persona", ""),
+            instructions=user.get("instructions", ""),
+            opening=user.get("opening"),
+            script=list(user.get("script", [])),
+        ),
+        expect=Expect(
+            state=_state(expect.get("state", [])),
+            called=[_matcher(m) for m in expect.get("called", [])],
+            not_called=[_matcher(m) for m in expect.get("not_called", [])],
+            reply_includes=list(expect.get("reply_includes", [])),
+        ),
+        reference=[
+            RefStep(call=s.get("call"), args=dict(s.get("args", {})), say=s.get("say")) for s in t.get("reference", [])
+        ],
+        pos=pos,
+    )
+
+
+def _state(entries: list[dict[str, Any]]) -> list[StateExpectation]:
+    """A task's expected state; ``index`` numbers the entries of each table from 1."""
+    state = []
+    per_table: dict[str, int] = {}
+    for entry in entries:
+        per_table[entry["table"]] = per_table.get(entry["table"], 0) + 1
+        state.append(
+            StateExpectation(
+                table=entry["table"],
+                key=entry.get("key"),
+                fields=entry.get("fields"),
+                where=entry.get("where"),
+                count=entry.get("count"),
+                index=per_table[entry["table"]],
+            )
+        )
+    return state
+
+
+def _matcher(m: str | dict[str, Any]) -> CallMatcher:
+    if isinstance(m, str):
+        return CallMatcher(tool=m)
+    return CallMatcher(tool=m["tool"], args=m.get("args"))

@@ -1,0 +1,640 @@
+"""Stage 2 of loading: every check the schema cannot express.
+
+Mostly names that must refer to something declared elsewhere in the file: tables,
+fields, tools, params, ``$name`` arguments and tags. Also ids and keys that must be
+unique, seed rows against their table, and values (param enums and defaults,
+reference-call arguments) against the param's schema.
+
+It runs on the same data as the schema, even where the schema found mistakes, so one
+load reports every problem; that is why it reads the data warily (:func:`_map`,
+:func:`_items`) and leaves wrong shapes to the schema's problems.
+
+The checks run one section of the file after another. The world comes first (it
+declares the tables and their fields), then the writes (which add fields to tables
+without a ``fields:`` list), then tools (which declare params), then invariants and
+tasks, which refer to all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped,unused-ignore]
+
+from .build import param_schema
+from .errors import PathTuple, Problem
+from .model import OP_KINDS, PARAM_TYPES
+from .translate import translate
+from .wording import bare, found, quoted_and, show, suggest, unknown
+from .yaml_reader import Document
+
+# `$name` is the call's argument `name`; `$$` is a literal dollar sign.
+_ARG_REF = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
+# `{name}` in a check message.
+_MSG_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+Fields = dict[str, dict[str, None]]  # table -> its fields, an ordered set
+
+
+def check(doc: Document) -> tuple[list[Problem], Fields]:
+    """The problems in ``doc`` that the schema cannot see, and each table's fields.
+
+    The fields are what :func:`~pytest_sandtable.domain.build.build` gives each table:
+    its ``fields:`` list, or every field its seed rows and writes use.
+    """
+    if not isinstance(doc.data, dict):  # the schema says what it should be
+        return [], {}
+    c = _Checker(doc)
+    _world(c)
+    _writes(c)
+    _tools(c)
+    _invariants(c)
+    _tasks(c)
+    return c.problems, c.fields
+
+
+# --------------------------------------------------------------------------- reading warily
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """A mapping, or an empty one in place of a value of another type."""
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: Any) -> list[tuple[int, Any]]:
+    """A list's items with their index; none for a value that is not a list."""
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def _single_op(op: Any, kinds: Sequence[str] = OP_KINDS) -> tuple[str, Any] | None:
+    """An op's kind and spec, when it is a mapping of one key, one of ``kinds``."""
+    if isinstance(op, dict) and len(op) == 1:
+        kind, spec = next(iter(op.items()))
+        if kind in kinds:
+            return kind, spec
+    return None
+
+
+# --------------------------------------------------------------------------- keys and $name references
+
+
+def _key_str(value: Any) -> str:
+    """Keys compare as text: 100101 and "100101" are the same key."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value)
+
+
+def _arg_refs(value: Any, path: PathTuple) -> Iterator[tuple[PathTuple, str]]:
+    """Every `$name` in a value (strings inside mappings and lists too)."""
+    if isinstance(value, str):
+        for m in _ARG_REF.finditer(value):
+            if m.group(1):
+                yield path, m.group(1)
+    elif isinstance(value, dict):
+        for k, item in value.items():
+            yield from _arg_refs(item, (*path, k))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _arg_refs(item, (*path, i))
+
+
+# --------------------------------------------------------------------------- what the checks share
+
+
+class _Checker:
+    """What the checks share: the names the file declares, the look-ups that report a
+    name declared nowhere, and the problems found so far."""
+
+    def __init__(self, doc: Document) -> None:
+        self.doc = doc
+        self.data: dict[str, Any] = doc.data
+        self.problems: list[Problem] = []
+        self.tables: dict[str, dict[str, Any]] = {}
+        self.fields: Fields = {}
+        self.closed: set[str] = set()  # tables with a `fields:` list
+        self.seed_keys: dict[str, dict[str, int]] = {}  # table -> key text -> row index
+        self.params: dict[str, dict[str, Any]] = {}  # tool -> its params mapping
+
+    def add(self, path: PathTuple, message: str, *, at_key: bool = False) -> None:
+        self.problems.append(self.doc.problem(path, message, at_key=at_key))
+
+    def line_of(self, path: PathTuple) -> str:
+        """`` (first at line N)`` for the node at ``path``."""
+        pos = self.doc.pos(path)
+        return f" (first at line {pos.line})" if pos else ""
+
+    def repeated(self, section: str, i: int, key: str, value: str, first_at: dict[str, int]) -> bool:
+        """Whether ``value``, the ``key`` of item ``i`` of ``section`` (``tools``, ``invariants``,
+        ``tasks``), is also that of an earlier item; reports it if so. ``first_at`` maps
+        each value to the index of the first item that has it."""
+        if value not in first_at:
+            first_at[value] = i
+            return False
+        noun = section.removesuffix("s")
+        first = self.line_of((section, first_at[value]))
+        self.add((section, i, key), f"duplicate {noun} {key} '{value}'{first}")
+        return True
+
+    def table(self, name: Any, path: PathTuple) -> str | None:
+        """The table `name` when it exists; otherwise reports it."""
+        if not isinstance(name, str):
+            return None
+        if name in self.tables:
+            return name
+        self.add(path, unknown("table", name, list(self.tables)))
+        return None
+
+    def field(self, table: str | None, name: Any, path: PathTuple, *, at_key: bool = False) -> None:
+        if table is None or not isinstance(name, str) or table not in self.fields:
+            return
+        known = self.fields[table]
+        if name not in known:
+            self.add(path, unknown("field", name, list(known), f"of table {table}"), at_key=at_key)
+
+    def field_keys(self, table: str | None, conditions: Any, path: PathTuple) -> None:
+        for k in _map(conditions):
+            self.field(table, k, (*path, k), at_key=True)
+        self.operator_values(conditions, path)
+
+    def operator_values(self, conditions: Any, path: PathTuple) -> None:
+        """What the schema cannot say: `in` lists and `matches` patterns that work."""
+        for k, cond in _map(conditions).items():
+            if not isinstance(cond, dict):
+                continue
+            for op in ("in", "not_in"):
+                v = cond.get(op)
+                if isinstance(v, str) and not (v.startswith("$") and not v.startswith("$$")):
+                    self.add(
+                        (*path, k, op),
+                        f"`{op}` expects a list of values (or a $name argument holding "
+                        f"one), found {show(v)}; write [{bare(v)}]",
+                    )
+            pattern = cond.get("matches")
+            if isinstance(pattern, str) and not (pattern.startswith("$") and not pattern.startswith("$$")):
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    self.add((*path, k, "matches"), f"not a valid regular expression: {e}")
+
+    def tool(self, name: Any, path: PathTuple) -> str | None:
+        """The tool `name` when it exists; otherwise reports it."""
+        if not isinstance(name, str):
+            return None
+        if name in self.params:
+            return name
+        self.add(path, unknown("tool", name, list(self.params)))
+        return None
+
+    def param(self, tool: str | None, name: Any, path: PathTuple, *, at_key: bool = False, prefix: str = "") -> None:
+        if tool is None or tool not in self.params or not isinstance(name, str):
+            return
+        known = list(self.params[tool])
+        if name not in known:
+            hint = f"tool {tool} has no params" if not known else ""
+            self.add(path, unknown("param", name, known, f"of tool {tool}", prefix, hint), at_key=at_key)
+
+    def arg_refs(self, tool: str | None, value: Any, path: PathTuple) -> None:
+        """`$name` in `value` must be a param of `tool`."""
+        for at, name in _arg_refs(value, path):
+            self.param(tool, name, at, prefix="$")
+
+    def no_arg_refs(self, value: Any, path: PathTuple, where: str) -> None:
+        for at, name in _arg_refs(value, path):
+            self.add(at, f"'${name}' refers to a call argument, but {where} has none; write $$ for a literal $")
+
+    def param_keys(self, tool: str | None, mapping: Any, path: PathTuple) -> None:
+        for k in _map(mapping):
+            self.param(tool, k, (*path, k), at_key=True)
+        self.operator_values(mapping, path)
+
+    def value(self, value: Any, schema: dict[str, Any], path: PathTuple) -> None:
+        """``value`` (at ``path``) must be valid under ``schema``, a param's."""
+        try:
+            errors = list(jsonschema.Draft202012Validator(schema).iter_errors(value))
+        except Exception:  # a malformed param was already reported by the schema
+            return
+        self.problems += translate(self.doc, errors, path)
+
+
+# --------------------------------------------------------------------------- world
+
+
+def _world(c: _Checker) -> None:
+    """Declares every table with its fields, and checks its seed rows."""
+    for name, t in _map(c.data.get("world")).items():
+        if isinstance(t, dict):
+            _declare_table(c, name, t)
+            _seed_rows(c, name, t)
+
+
+def _declare_table(c: _Checker, name: str, t: dict[str, Any]) -> None:
+    c.tables[name] = t
+    fields: dict[str, None] = {}
+    key = t.get("key")
+    if isinstance(key, str):
+        fields[key] = None
+    declared = t.get("fields")
+    if isinstance(declared, list):
+        c.closed.add(name)
+        fields.update({f: None for f in declared if isinstance(f, str)})
+    c.fields[name] = fields
+    fmt = t.get("key_format")
+    if isinstance(fmt, str) and "{n}" not in fmt:
+        c.add(("world", name, "key_format"), f"found {show(fmt)}, expected a format containing {{n}}, e.g. 'B-{{n}}'")
+
+
+def _seed_rows(c: _Checker, name: str, t: dict[str, Any]) -> None:
+    """Each row's fields (checked against a ``fields:`` list, or added to the table's)
+    and its key: present, a string or number, and unique. One loop, as a table may
+    have 100,000 rows."""
+    path: PathTuple = ("world", name)
+    fields = c.fields[name]
+    key = t.get("key")
+    keys: dict[str, int] = {}
+    c.seed_keys[name] = keys
+    for i, row in _items(t.get("rows")):
+        if not isinstance(row, dict):
+            continue
+        rpath: PathTuple = (*path, "rows", i)
+        for f in row:
+            if name in c.closed:
+                c.field(name, f, (*rpath, f), at_key=True)
+            else:
+                fields.setdefault(f, None)
+        if not isinstance(key, str):
+            continue
+        if key not in row:
+            c.add(rpath, f"missing the key field '{key}' of table {name}")
+            continue
+        kv = row[key]
+        if not isinstance(kv, (str, int, float)) or isinstance(kv, bool):
+            c.add((*rpath, key), f"{found(kv)}, expected a string or number (a key)")
+            continue
+        ks = _key_str(kv)
+        if ks in keys:
+            first = c.line_of((*path, "rows", keys[ks]))
+            c.add((*rpath, key), f"duplicate key {show(kv)} in table {name}{first}")
+        else:
+            keys[ks] = i
+
+
+def _writes(c: _Checker) -> None:
+    """Creates and updates add fields to open tables; closed tables check them."""
+    for table, values, path in _all_writes(c.data):
+        if table not in c.fields:
+            continue
+        for f in values:
+            if table in c.closed:
+                c.field(table, f, (*path, f), at_key=True)
+            else:
+                c.fields[table].setdefault(f, None)
+
+
+def _all_writes(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], PathTuple]]:
+    """Every create row and update set in the domain: (table, fields, path)."""
+    for i, tool in _items(data.get("tools")):
+        for j, op in _items(_map(tool).get("ops")):
+            yield from _write(op, ("tools", i, "ops", j))
+    for i, task in _items(data.get("tasks")):
+        for j, op in _items(_map(task).get("given")):
+            yield from _write(op, ("tasks", i, "given", j))
+
+
+def _write(op: Any, path: PathTuple) -> Iterator[tuple[str, dict[str, Any], PathTuple]]:
+    single = _single_op(op, ("create", "update"))
+    if single is None:
+        return
+    kind, spec = single
+    spec = _map(spec)
+    part = "row" if kind == "create" else "set"
+    table = spec.get("table")
+    values = spec.get(part)
+    if isinstance(table, str) and isinstance(values, dict):
+        yield table, values, (*path, kind, part)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _tools(c: _Checker) -> None:
+    """Declares every tool's params, then checks each tool (a repeated name only once)."""
+    tools = _items(c.data.get("tools"))
+    first_at: dict[str, int] = {}
+    for i, t in tools:
+        name = _map(t).get("name")
+        if isinstance(name, str) and not c.repeated("tools", i, "name", name, first_at):
+            c.params[name] = _map(t.get("params"))
+    for i, t in tools:
+        t = _map(t)
+        name = t.get("name")
+        if isinstance(name, str) and first_at.get(name) == i:
+            _tool(c, name, t, ("tools", i))
+
+
+def _tool(c: _Checker, name: str, t: dict[str, Any], path: PathTuple) -> None:
+    for pname, p in _map(t.get("params")).items():
+        _param_def(c, p, (*path, "params", pname))
+    for j, entry in _items(t.get("checks")):
+        _tool_check(c, name, _map(entry), (*path, "checks", j))
+    for j, op in _items(t.get("ops")):
+        _op(c, name, op, (*path, "ops", j))
+
+
+def _param_def(c: _Checker, p: Any, path: PathTuple) -> None:
+    """`properties` and `items` fit the type; enum values and the default are valid."""
+    if not isinstance(p, dict) or p.get("type") not in PARAM_TYPES:
+        return
+    ptype = p["type"]
+    if "properties" in p and ptype != "object":
+        c.add((*path, "properties"), f"'properties' is for type object; this param is type {ptype}", at_key=True)
+    if "items" in p and ptype != "array":
+        c.add((*path, "items"), f"'items' is for type array; this param is type {ptype}", at_key=True)
+    for sub_name, sub in _map(p.get("properties")).items():
+        _param_def(c, sub, (*path, "properties", sub_name))
+    if isinstance(p.get("items"), dict):
+        _param_def(c, p["items"], (*path, "items"))
+    schema = param_schema(p)
+    type_only = {k: v for k, v in schema.items() if k not in ("enum", "default", "description")}
+    for k, value in _items(p.get("enum")):
+        c.value(value, type_only, (*path, "enum", k))
+    if "default" in p:
+        no_default = {k: v for k, v in schema.items() if k != "default"}
+        c.value(p["default"], no_default, (*path, "default"))
+
+
+def _tool_check(c: _Checker, tool: str, entry: dict[str, Any], path: PathTuple) -> None:
+    """One of a tool's `checks`: its row reference and its message's `$name` and `{name}`."""
+    for kind in ("require", "forbid"):
+        target = entry.get(kind)
+        if not isinstance(target, dict):
+            continue
+        tpath = (*path, kind)
+        table = c.table(target.get("table"), (*tpath, "table"))
+        c.arg_refs(tool, target.get("key"), (*tpath, "key"))
+        c.field_keys(table, target.get("where"), (*tpath, "where"))
+        c.arg_refs(tool, target.get("where"), (*tpath, "where"))
+    message = entry.get("message")
+    if isinstance(message, str):
+        c.arg_refs(tool, message, (*path, "message"))
+        for m in _MSG_REF.finditer(message):
+            if m.group(1):
+                c.param(tool, m.group(1), (*path, "message"), prefix="{")
+
+
+def _op(c: _Checker, tool: str, op: Any, path: PathTuple) -> None:
+    single = _single_op(op)
+    if single is None:
+        return
+    kind, spec = single
+    opath = (*path, kind)
+    if kind == "respond":
+        c.arg_refs(tool, spec, opath)
+        return
+    if not isinstance(spec, dict):
+        return
+    table = c.table(spec.get("table"), (*opath, "table"))
+    for part in ("key", "limit", "row", "set"):
+        if part in spec:
+            c.arg_refs(tool, spec[part], (*opath, part))
+    if kind == "list":
+        c.field_keys(table, spec.get("where"), (*opath, "where"))
+        c.arg_refs(tool, spec.get("where"), (*opath, "where"))
+        order_by = spec.get("order_by")
+        if isinstance(order_by, str):
+            c.field(table, order_by.removeprefix("-"), (*opath, "order_by"))
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _invariants(c: _Checker) -> None:
+    first_at: dict[str, int] = {}
+    for i, inv in _items(c.data.get("invariants")):
+        if not isinstance(inv, dict):
+            continue
+        path: PathTuple = ("invariants", i)
+        inv_id = inv.get("id")
+        if isinstance(inv_id, str):
+            c.repeated("invariants", i, "id", inv_id, first_at)
+        kind = inv.get("kind")
+        if kind == "before":
+            _before(c, inv, path)
+        elif kind == "never_disclose":
+            _never_disclose(c, inv, path)
+        elif isinstance(kind, str) and kind in _TOOL_RULES:
+            tool = c.tool(inv.get("tool"), (*path, "tool"))
+            _TOOL_RULES[kind](c, tool, inv, path)
+
+
+def _before(c: _Checker, inv: dict[str, Any], path: PathTuple) -> None:
+    first = c.tool(inv.get("first"), (*path, "first"))
+    then = c.tool(inv.get("then"), (*path, "then"))
+    for j, name in _items(inv.get("same")):
+        c.param(first, name, (*path, "same", j))
+        c.param(then, name, (*path, "same", j))
+
+
+def _never_disclose(c: _Checker, inv: dict[str, Any], path: PathTuple) -> None:
+    values = inv.get("values")
+    if isinstance(values, dict):
+        vpath = (*path, "values")
+        table = c.table(values.get("table"), (*vpath, "table"))
+        c.field(table, values.get("field"), (*vpath, "field"))
+        c.field_keys(table, values.get("where"), (*vpath, "where"))
+        c.no_arg_refs(values.get("where"), (*vpath, "where"), "never_disclose")
+
+
+def _record(c: _Checker, tool: str | None, ref: Any, path: PathTuple, *, with_field: bool) -> str | None:
+    """A `{table, key}` (with `field`) reference to a row; returns its table if it exists."""
+    if not isinstance(ref, dict):
+        return None
+    table = c.table(ref.get("table"), (*path, "table"))
+    c.arg_refs(tool, ref.get("key"), (*path, "key"))
+    if with_field:
+        c.field(table, ref.get("field"), (*path, "field"))
+    return table
+
+
+def _require(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
+    table = _record(c, tool, inv.get("record"), (*path, "record"), with_field=False)
+    c.field_keys(table, inv.get("where"), (*path, "where"))
+    c.arg_refs(tool, inv.get("where"), (*path, "where"))
+
+
+def _limit(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
+    c.param(tool, inv.get("arg"), (*path, "arg"))
+    for bound in ("lt", "lte", "gt", "gte"):
+        if bound in inv:
+            _limit_bound(c, tool, inv[bound], (*path, bound))
+
+
+def _limit_bound(c: _Checker, tool: str | None, value: Any, path: PathTuple) -> None:
+    """A bound is a number, a `$name` argument or a `{table, key, field}` value."""
+    if isinstance(value, dict):
+        _record(c, tool, value, path, with_field=True)
+    elif isinstance(value, str):
+        if list(_arg_refs(value, path)):
+            c.arg_refs(tool, value, path)
+        elif not _NUMBER.fullmatch(value.strip()):
+            c.add(path, f"{found(value)}, expected a number, a $name argument or {{table, key, field}}")
+
+
+def _match(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
+    for side in ("left", "right"):
+        _record(c, tool, inv.get(side), (*path, side), with_field=True)
+
+
+def _never(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
+    c.param_keys(tool, inv.get("when"), (*path, "when"))
+    c.arg_refs(tool, inv.get("when"), (*path, "when"))
+
+
+# The invariants about calls of one tool (`tool:`), by kind.
+_TOOL_RULES: dict[str, Callable[[_Checker, str | None, dict[str, Any], PathTuple], None]] = {
+    "require": _require,
+    "limit": _limit,
+    "match": _match,
+    "never": _never,
+}
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _tasks(c: _Checker) -> None:
+    first_at: dict[str, int] = {}
+    declared = c.data.get("tags")
+    tags = list(declared) if isinstance(declared, dict) else None
+    for i, task in _items(c.data.get("tasks")):
+        if not isinstance(task, dict):
+            continue
+        path: PathTuple = ("tasks", i)
+        task_id = task.get("id")
+        if isinstance(task_id, str):
+            c.repeated("tasks", i, "id", task_id, first_at)
+        if tags is not None:
+            for j, tag in _items(task.get("tags")):
+                if isinstance(tag, str) and tag not in tags:
+                    c.add((*path, "tags", j), unknown("tag", tag, tags, hint="declare it in the top-level tags map"))
+        _given(c, task.get("given"), (*path, "given"))
+        _expect(c, _map(task.get("expect")), (*path, "expect"))
+        for j, step in _items(task.get("reference")):
+            _step(c, _map(step), (*path, "reference", j))
+
+
+def _given(c: _Checker, given: Any, path: PathTuple) -> None:
+    """An update names a row that exists by then (seeded or created before it); a
+    create's key is not taken yet."""
+    created: dict[str, set[str]] = {}
+    for j, op in _items(given):
+        single = _single_op(op, ("create", "update"))
+        if single is None or not isinstance(single[1], dict):
+            continue
+        kind, spec = single
+        opath = (*path, j, kind)
+        c.no_arg_refs(spec, opath, "given")
+        table = c.table(spec.get("table"), (*opath, "table"))
+        if table is None:
+            continue
+        existing = set(c.seed_keys.get(table, {})) | created.setdefault(table, set())
+        key_field = c.tables[table].get("key")
+        if kind == "update" and "key" in spec:
+            ks = _key_str(spec["key"])
+            if ks not in existing:
+                msg = f"no row of table {table} has the key {show(spec['key'])}"
+                suggestion = suggest(ks, list(c.seed_keys.get(table, {})) + sorted(created[table]))
+                c.add((*opath, "key"), f"{msg}; {suggestion}" if suggestion else msg)
+        elif kind == "create" and isinstance(spec.get("row"), dict) and isinstance(key_field, str):
+            row = spec["row"]
+            if row.get(key_field) is not None:
+                ks = _key_str(row[key_field])
+                if ks in existing:
+                    c.add(
+                        (*opath, "row", key_field), f"table {table} already has a row with key {show(row[key_field])}"
+                    )
+                created[table].add(ks)
+
+
+def _expect(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
+    for j, entry in _items(expect.get("state")):
+        _state(c, _map(entry), (*path, "state", j))
+    for part in ("called", "not_called"):
+        for j, matcher in _items(expect.get(part)):
+            mpath = (*path, part, j)
+            if isinstance(matcher, str):
+                c.tool(matcher, mpath)
+            elif isinstance(matcher, dict):
+                tool = c.tool(matcher.get("tool"), (*mpath, "tool"))
+                c.param_keys(tool, matcher.get("args"), (*mpath, "args"))
+
+
+def _state(c: _Checker, entry: dict[str, Any], path: PathTuple) -> None:
+    table = c.table(entry.get("table"), (*path, "table"))
+    has = {k for k in ("key", "fields", "where", "count") if k in entry}
+    if "key" in has and has & {"where", "count"}:
+        c.add(
+            path,
+            f"found 'key' with {quoted_and(sorted(has & {'where', 'count'}))}; use key (with fields) or where/count",
+        )
+    elif "fields" in has and "key" not in has:
+        c.add((*path, "fields"), "'fields' needs 'key'; to count matching rows use where and count", at_key=True)
+    elif not has:
+        c.add(path, "missing required key: one of 'key', 'where', 'count'")
+    c.field_keys(table, entry.get("fields"), (*path, "fields"))
+    c.field_keys(table, entry.get("where"), (*path, "where"))
+
+
+def _step(c: _Checker, step: dict[str, Any], path: PathTuple) -> None:
+    """A reference step: a `say`, or a `call` whose args are the tool's params, valid
+    (after the coercion tools apply), with every required one given."""
+    if "say" in step:  # with `call` too, the schema says so
+        if "args" in step:
+            c.add((*path, "args"), "'args' needs 'call'", at_key=True)
+        return
+    tool = c.tool(step.get("call"), (*path, "call"))
+    if tool is None:
+        return
+    args = step.get("args", {})
+    if not isinstance(args, dict):
+        return
+    params = c.params[tool]
+    apath = (*path, "args")
+    for name, value in args.items():
+        if value is None:  # null is "not given", as at run time
+            continue
+        if name not in params:
+            c.param(tool, name, (*apath, name), at_key=True)
+        elif isinstance(params[name], dict) and params[name].get("type") in PARAM_TYPES:
+            schema = param_schema(params[name])
+            c.value(_coerce(value, schema), schema, (*apath, name))
+    for name, p in params.items():
+        if isinstance(p, dict) and p.get("required", True) and "default" not in p and args.get(name) is None:
+            where = apath if "args" in step else path
+            c.add(where, f"missing required param '{name}' of tool {tool}")
+
+
+def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
+    """Coerce a value the way arguments are coerced at run time ("42" -> 42)."""
+    t = schema.get("type")
+    if t == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _key_str(value)
+    if isinstance(value, str):
+        s = value.strip()
+        if t == "integer" and re.fullmatch(r"[-+]?\d+", s):
+            return int(s)
+        if t == "number" and _NUMBER.fullmatch(s):
+            f = float(s)
+            return int(f) if f.is_integer() and re.fullmatch(r"[-+]?\d+", s) else f
+        if t == "boolean" and s.lower() in ("true", "false"):
+            return s.lower() == "true"
+    if t == "object" and isinstance(value, dict):
+        props = _map(schema.get("properties"))
+        return {k: _coerce(v, _map(props.get(k))) for k, v in value.items()}
+    if t == "array" and isinstance(value, list):
+        items = _map(schema.get("items"))
+        return [_coerce(v, items) for v in value]
+    return value
