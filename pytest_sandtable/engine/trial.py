@@ -5,13 +5,9 @@ final world and the call log are graded."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
-import inspect
-import os
 import threading
 import time
-import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +26,8 @@ from .api import (
     UserTurn,
 )
 from .grading import grade
+from .invoke import Deadline, _AgentExit, agent_traceback, invoke
+from .reference import ReferenceAgent
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .tools import ArgError, coerce_args, run_checks, run_ops
@@ -46,21 +44,6 @@ class _DomainBug(BaseException):
 class _ToolBudgetExceeded(BaseException):
     """Raised out of call_tool to stop an agent stuck in a tool loop (BaseException so
     an agent's `except Exception` does not swallow it)."""
-
-
-# frames of ours and of the machinery that calls agents are not the agent's
-_NOT_THE_AGENTS = (
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
-    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
-    os.path.abspath(threading.__file__),
-)
-
-
-def _agent_traceback(e: BaseException) -> str:
-    """The traceback of an agent's exception, without this package's own frames."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(_NOT_THE_AGENTS)]
-    lines = traceback.format_list(frames[-20:]) + traceback.format_exception_only(type(e), e)
-    return "".join(lines).rstrip()
 
 
 def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
@@ -88,98 +71,20 @@ def _domain_parts(domain: Domain) -> _Parts:
     return hit[1]
 
 
-def _is_async(fn: Any) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    # an object whose class defines `async def __call__`
-    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))  # noqa: B004
-
-
-async def _invoke(fn: Any, arg: Any, timeout: float | None, inline: bool) -> Any:
-    """Call an agent or user. Async ones run on the loop; sync ones in a worker thread
-    (so a hung one times out and the run goes on), except our own fast, known-safe ones."""
-    if inline:
-        value = fn(arg)
-    elif _is_async(fn):
-        value = _exits_guarded(fn, arg)
-    else:
-        value = await asyncio.wait_for(_in_daemon_thread(fn, arg), timeout)
-    if inspect.isawaitable(value):
-        return await asyncio.wait_for(_awaited(value), timeout)
-    return value
-
-
-class _AgentExit(Exception):
-    """An agent or user raised SystemExit or KeyboardInterrupt. Carried as an ordinary
-    exception: asyncio lets those two escape a task and tear down the event loop."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(repr(exc))
-        self.exc = exc
-
-
-def _exits_guarded(fn: Any, arg: Any) -> Any:
-    try:
-        return fn(arg)
-    except (SystemExit, KeyboardInterrupt) as e:
-        raise _AgentExit(e) from None
-
-
-async def _awaited(aw: Any) -> Any:
-    try:
-        return await aw
-    except (SystemExit, KeyboardInterrupt) as e:
-        raise _AgentExit(e) from None
-
-
-def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
-    """Run a sync call in a daemon thread: a hung agent can be abandoned at its timeout
-    without holding the process open at exit (executor threads are joined at exit)."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Any] = loop.create_future()
-    ctx = contextvars.copy_context()
-
-    def settle(ok: bool, value: Any) -> None:
-        if fut.done():
-            return
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)
-
-    def work() -> None:
-        try:
-            value = ctx.run(fn, arg)
-        except (SystemExit, KeyboardInterrupt) as e:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, False, _AgentExit(e))
-            return
-        except BaseException as e:  # carried to the awaiting trial
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, False, e)
-            return
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, True, value)
-
-    threading.Thread(target=work, name="sandtable-agent", daemon=True).start()
-    return fut
-
-
-class _Deadline:
-    def __init__(self, seconds: float | None) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds if seconds else None
-
-    def passed(self) -> bool:
-        return self.end is not None and time.monotonic() > self.end
-
-    def left(self) -> float | None:
-        if self.end is None:
-            return None
-        return max(0.001, self.end - time.monotonic())
+def apply_given(world: World, task: Task) -> None:
+    """Apply the task's `given` (its changes to the seed world) to a fresh world."""
+    for op in task.given:
+        s = op.spec
+        if op.kind == "update":
+            world.update(s["table"], s["key"], s.get("set", {}))
+        elif op.kind == "create":
+            world.create(s["table"], s.get("row", {}))
 
 
 class _Trial:
+    """The trial's world and record: what the agent's tool calls and messages change,
+    and what is graded at the end."""
+
     def __init__(self, domain: Domain, task: Task, info: TrialInfo) -> None:
         self.domain = domain
         self.task = task
@@ -197,14 +102,6 @@ class _Trial:
         self.lock = threading.Lock()
         # the text conversation as agents' APIs see it, kept as the transcript grows
         self.conversation: list[dict[str, str]] = []
-
-    def apply_given(self) -> None:
-        for op in self.task.given:
-            s = op.spec
-            if op.kind == "update":
-                self.world.update(s["table"], s["key"], s.get("set", {}))
-            elif op.kind == "create":
-                self.world.create(s["table"], s.get("row", {}))
 
     def call_tool(self, name: str, raw: Any) -> ToolResult:
         # an abandoned (timed-out) agent thread may still call in: the lock keeps it from
@@ -265,6 +162,11 @@ class _Trial:
         self.transcript.append({"role": "tool", "call": index})
         return result
 
+    def close(self) -> None:
+        """Turn away the tool calls of agent threads abandoned at their timeout."""
+        with self.lock:
+            self.closed = True
+
     def say(self, role: str, text: str) -> None:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
         self.conversation.append({"role": "user" if role == "user" else "assistant", "content": text})
@@ -289,6 +191,202 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
+class _Dialogue:
+    """The simulated user and the agent under test taking turns over a trial, and how
+    that ended: `ended_by`, the agent's failure as a `runtime` check, or `error` when
+    the trial is errored (the user or the domain failed, not the agent)."""
+
+    def __init__(self, t: _Trial, agent: AgentCallable, user: UserCallable, deadline: Deadline) -> None:
+        self.t = t
+        self.agent = agent
+        self.user = user
+        self.deadline = deadline
+        self.system_prompt = t.domain.system_prompt()
+        self.runtime: list[Check] = []
+        self.error: str | None = None
+        self.ended_by = ""
+        self.latency: list[float] = []
+        self.agent_traceback: str | None = None
+        self.agent_usage, self.user_usage = Usage(), Usage()
+        self.agent_state: dict[str, Any] = {}
+        self.user_state: dict[str, Any] = {}
+
+    async def run(self) -> None:
+        """The user speaks first; then the agent and the user take turns until the
+        conversation ends. A closing message with text still gets one last agent turn."""
+        first = await self._opening()
+        if first is None:
+            return
+        self.t.say("user", first.text)
+        closing = bool(first.stop)
+        if closing:
+            self.ended_by = first.stop or ""
+        while True:
+            if not await self._agent_turn() or closing:
+                return
+            if self.t.handed_off:
+                self.ended_by = "handoff"
+                return
+            if self.t.turn >= self.t.task.max_turns:
+                self.ended_by = "max_turns"
+                return
+            reply = await self._user_says()
+            if reply is None:
+                return
+            if reply.stop:
+                self.ended_by = reply.stop
+                if not reply.text.strip():
+                    return
+                closing = True
+            self.t.say("user", reply.text)
+
+    async def _opening(self) -> UserReply | None:
+        """The user's first message (the task's fixed opening, if it has one), or None
+        when the trial is errored before the conversation starts."""
+        opening = self.t.task.user.opening
+        first = UserReply(opening) if opening else await self._user_says()
+        if first is None:
+            return None
+        if first.stop and not first.text.strip():
+            self.error = f"simulated user ended the conversation before it started ({first.stop})"
+            return None
+        return first
+
+    async def _user_says(self) -> UserReply | None:
+        """The user's next message, or None when the user failed: the trial is then
+        errored, since the simulated user's failure is not the agent's."""
+        try:
+            return await self._ask_user()
+        except Exception as e:
+            self.error = f"simulated user failed: {type(e).__name__}: {e}"
+            return None
+
+    async def _ask_user(self) -> UserReply:
+        spec = self.t.task.user
+        ut = UserTurn(
+            messages=list(self.t.conversation),
+            persona=spec.persona,
+            instructions=spec.instructions,
+            opening=spec.opening,
+            script=list(spec.script),
+            trial=self.t.info,
+            state=self.user_state,
+            handed_off=self.t.handed_off,
+            usage=self.user_usage,
+        )
+        try:
+            r = await invoke(self.user, ut, self.deadline.left())
+        except (asyncio.TimeoutError, TimeoutError):
+            raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
+        if isinstance(r, str):
+            return UserReply(r)
+        if not isinstance(r, UserReply):
+            raise TypeError(f"the simulated user returned {type(r).__name__}, expected UserReply or str")
+        return r
+
+    async def _agent_turn(self) -> bool:
+        """One agent turn, its reply said; False when the turn ended the trial instead
+        (the agent failed, or the domain did while running one of its tool calls)."""
+        t = self.t
+        t.turn += 1
+        t.calls_this_turn = 0
+        turn = Turn(
+            messages=list(t.conversation),
+            tools=t.tools,
+            system_prompt=self.system_prompt,
+            trial=t.info,
+            state=self.agent_state,
+            _call=t.call_tool,
+            usage=self.agent_usage,
+        )
+        t0 = time.perf_counter()
+        try:
+            reply = await invoke(self.agent, turn, self.deadline.left())
+        except _DomainBug as e:
+            self.error = str(e)
+            self.ended_by = "domain_error"
+            return False
+        except (SystemExit, _ToolBudgetExceeded, Exception) as e:  # Ctrl-C and cancellation go on up
+            self._agent_raised(e)
+            return False
+        self.latency.append(time.perf_counter() - t0)
+        if self.deadline.passed():
+            # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
+            self._agent_failed(self._too_late("; it blocked the event loop, so it could not be stopped earlier"))
+            return False
+        if reply is not None and not isinstance(reply, str):
+            self._agent_failed(f"the agent returned {type(reply).__name__}, expected a str reply")
+            return False
+        t.say("agent", reply or "")
+        return True
+
+    def _agent_raised(self, e: BaseException) -> None:
+        """Fail the trial for what the agent raised; only an exception of the agent's own
+        code (not a timeout, an exit or an adapter's AgentError) keeps its traceback."""
+        if isinstance(e, (SystemExit, _AgentExit)):
+            exc = e.exc if isinstance(e, _AgentExit) else e
+            what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
+            self._agent_failed(f"the agent {what}")
+        elif isinstance(e, _ToolBudgetExceeded):
+            self._agent_failed(f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn")
+        elif isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+            self._agent_failed(self._too_late())
+        elif isinstance(e, AgentError):
+            self._agent_failed(str(e))
+        else:
+            self._agent_failed(f"the agent raised {type(e).__name__}: {e}", agent_traceback(e))
+
+    def _agent_failed(self, detail: str, traceback: str | None = None) -> None:
+        """End the trial on the agent's failure: a failed `runtime` check that says what went wrong."""
+        self.runtime.append(Check("runtime", "runtime", False, detail))
+        self.agent_traceback = traceback
+        self.ended_by = "agent_error"
+
+    def _too_late(self, why: str = "") -> str:
+        return f"the agent did not answer before {self._trial_timeout()} (turn {self.t.turn}{why})"
+
+    def _trial_timeout(self) -> str:
+        return f"the trial timeout of {format_value(self.deadline.seconds)}s"
+
+
+def _rule_checks(violations: list[Violation]) -> list[Check]:
+    """One failed check per hard rule broken: its first violation's detail, and how many more."""
+    hard: dict[str, list[Violation]] = {}
+    for v in violations:
+        if not v.soft:
+            hard.setdefault(v.invariant, []).append(v)
+    checks = []
+    for inv_id, vs in hard.items():
+        more = f" (and {len(vs) - 1} more)" if len(vs) > 1 else ""
+        checks.append(Check("invariant", inv_id, False, vs[0].detail + more))
+    return checks
+
+
+def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
+    """Add the checks of the task's expectations; why grading errored, if it did."""
+    agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
+    try:
+        checks.extend(grade(t.task.expect, t.world, t.calls, agent_texts))
+    except Exception as e:  # an expectation of the domain went wrong, not the agent
+        return f"the domain failed grading the trial: {type(e).__name__}: {e}"
+    return None
+
+
+def _soft_rules(t: _Trial) -> dict[str, dict[str, Any]]:
+    """Each soft rule: its tool, whether it applied (the trial tried that tool) and whether it was broken."""
+    attempted = {c["tool"] for c in t.calls}
+    broken = {v.invariant for v in t.violations if v.soft}
+    return {
+        inv.id: {
+            "tool": inv.tool,
+            "applied": inv.tool is None or inv.tool in attempted,
+            "broken": inv.id in broken,
+        }
+        for inv in t.domain.invariants
+        if inv.soft
+    }
+
+
 async def arun_trial(
     domain: Domain,
     task: Task | str,
@@ -308,184 +406,37 @@ async def arun_trial(
     failures and domain bugs make it errored."""
     if isinstance(task, str):
         task = domain.task(task)
-    from .reference import ReferenceAgent
-    from .scripted_user import ScriptedUser
-
+    # The engine binds its own reference agent to the task, so this is a check of its class,
+    # not of a capability: the task's reference path is hidden data no outside agent may get.
     if isinstance(agent, ReferenceAgent):
         agent = agent.for_task(task)
-    agent_inline = isinstance(agent, ReferenceAgent)
-    user_inline = isinstance(user, ScriptedUser)
-    deadline = _Deadline(trial_timeout)
-    system_prompt = domain.system_prompt()
+    deadline = Deadline(trial_timeout)
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
+    talk = _Dialogue(t, agent, user, deadline)
     started = time.perf_counter()
-    runtime: list[Check] = []
+
     error: str | None = None
-    ended_by = ""
-    latency: list[float] = []
-    agent_traceback: str | None = None
-    agent_usage, user_usage = Usage(), Usage()
-    agent_state: dict[str, Any] = {}
-    user_state: dict[str, Any] = {}
-    spec = task.user
-
-    async def ask_user() -> UserReply:
-        ut = UserTurn(
-            messages=list(t.conversation),
-            persona=spec.persona,
-            instructions=spec.instructions,
-            opening=spec.opening,
-            script=list(spec.script),
-            trial=info,
-            state=user_state,
-            handed_off=t.handed_off,
-            usage=user_usage,
-        )
-        try:
-            r = await _invoke(user, ut, deadline.left(), user_inline)
-        except (asyncio.TimeoutError, TimeoutError):
-            raise TimeoutError(f"no answer before the trial timeout of {format_value(trial_timeout)}s") from None
-        if isinstance(r, str):
-            return UserReply(r)
-        if not isinstance(r, UserReply):
-            raise TypeError(f"the simulated user returned {type(r).__name__}, expected UserReply or str")
-        return r
-
     try:
-        t.apply_given()
+        apply_given(t.world, task)
     except (NotFound, Conflict) as e:
         error = f"the task's given could not be applied: {e}"
     baseline = t.world.savepoint()
-
     if error is None:
-        try:
-            first = UserReply(spec.opening) if spec.opening else await ask_user()
-        except Exception as e:  # the simulated user's failure is not the agent's
-            error = f"simulated user failed: {type(e).__name__}: {e}"
-            first = UserReply("")
-        if error is None and first.stop and not first.text.strip():
-            error = f"simulated user ended the conversation before it started ({first.stop})"
-        if error is None:
-            t.say("user", first.text)
-            closing = bool(first.stop)
-            if closing:
-                ended_by = first.stop or ""
-            while True:
-                t.turn += 1
-                t.calls_this_turn = 0
-                turn = Turn(
-                    messages=list(t.conversation),
-                    tools=t.tools,
-                    system_prompt=system_prompt,
-                    trial=info,
-                    state=agent_state,
-                    _call=t.call_tool,
-                    usage=agent_usage,
-                )
-                t0 = time.perf_counter()
-                try:
-                    reply = await _invoke(agent, turn, deadline.left(), agent_inline)
-                except _DomainBug as e:
-                    error = str(e)
-                    ended_by = "domain_error"
-                    break
-                except (SystemExit, _AgentExit) as e:
-                    exc = e.exc if isinstance(e, _AgentExit) else e
-                    what = (f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
-                            else f"raised {type(exc).__name__}")
-                    runtime.append(Check("runtime", "runtime", False, f"the agent {what}"))
-                    ended_by = "agent_error"
-                    break
-                except _ToolBudgetExceeded:
-                    runtime.append(Check("runtime", "runtime", False,
-                                         f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn"))
-                    ended_by = "agent_error"
-                    break
-                except (asyncio.TimeoutError, TimeoutError):
-                    runtime.append(Check("runtime", "runtime", False,
-                                         f"the agent did not answer before the trial timeout of "
-                                         f"{format_value(trial_timeout)}s (turn {t.turn})"))
-                    ended_by = "agent_error"
-                    break
-                except AgentError as e:
-                    runtime.append(Check("runtime", "runtime", False, str(e)))
-                    ended_by = "agent_error"
-                    break
-                except Exception as e:
-                    runtime.append(Check("runtime", "runtime", False, f"the agent raised {type(e).__name__}: {e}"))
-                    agent_traceback = _agent_traceback(e)
-                    ended_by = "agent_error"
-                    break
-                latency.append(time.perf_counter() - t0)
-                if deadline.passed():
-                    # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
-                    runtime.append(Check("runtime", "runtime", False,
-                                         f"the agent did not answer before the trial timeout of "
-                                         f"{format_value(trial_timeout)}s (turn {t.turn}; it blocked the event "
-                                         f"loop, so it could not be stopped earlier)"))
-                    ended_by = "agent_error"
-                    break
-                if reply is not None and not isinstance(reply, str):
-                    runtime.append(Check("runtime", "runtime", False,
-                                         f"the agent returned {type(reply).__name__}, expected a str reply"))
-                    ended_by = "agent_error"
-                    break
-                t.say("agent", reply or "")
-                if closing:
-                    break
-                if t.handed_off:
-                    ended_by = "handoff"
-                    break
-                if t.turn >= task.max_turns:
-                    ended_by = "max_turns"
-                    break
-                try:
-                    ur = await ask_user()
-                except Exception as e:
-                    error = f"simulated user failed: {type(e).__name__}: {e}"
-                    break
-                if ur.stop:
-                    ended_by = ur.stop
-                    if not ur.text.strip():
-                        break
-                    closing = True
-                t.say("user", ur.text)
+        await talk.run()
+        error = talk.error
+    t.close()
 
-    with t.lock:
-        t.closed = True
-    checks: list[Check] = list(runtime)
-    hard: dict[str, list[Violation]] = {}
-    for v in t.violations:
-        if not v.soft:
-            hard.setdefault(v.invariant, []).append(v)
-    for inv_id, vs in hard.items():
-        more = f" (and {len(vs) - 1} more)" if len(vs) > 1 else ""
-        checks.append(Check("invariant", inv_id, False, vs[0].detail + more))
-    agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
+    checks = talk.runtime + _rule_checks(t.violations)
     if error is None:
-        try:
-            checks.extend(grade(task.expect, t.world, t.calls, agent_texts))
-        except Exception as e:  # an expectation of the domain went wrong, not the agent
-            error = f"the domain failed grading the trial: {type(e).__name__}: {e}"
+        error = _grade_expectations(t, checks)
     if error is not None:
         verdict = ERRORED
     else:
         verdict = PASSED if all(c.passed for c in checks) else FAILED
-    attempted = {c["tool"] for c in t.calls}
-    broken = {v.invariant for v in t.violations if v.soft}
-    soft = {
-        inv.id: {
-            "tool": inv.tool,
-            "applied": inv.tool is None or inv.tool in attempted,
-            "broken": inv.id in broken,
-        }
-        for inv in domain.invariants
-        if inv.soft
-    }
     return TrialResult(
-        soft=soft,
-        traceback=agent_traceback,
+        soft=_soft_rules(t),
+        traceback=talk.agent_traceback,
         domain=domain.name,
         task=task.id,
         trial=trial,
@@ -495,7 +446,7 @@ async def arun_trial(
         tags=list(task.tags),
         critical=task.critical,
         error=error,
-        ended_by=ended_by,
+        ended_by=talk.ended_by,
         turns=t.turn,
         agent=agent_name,
         user=user_name,
@@ -504,8 +455,8 @@ async def arun_trial(
         checks=checks,
         violations=t.violations,
         diff=t.world.diff(baseline),
-        usage={"agent": agent_usage.to_dict(), "user": user_usage.to_dict()},
-        latency=[round(x, 6) for x in latency],
+        usage={"agent": talk.agent_usage.to_dict(), "user": talk.user_usage.to_dict()},
+        latency=[round(x, 6) for x in talk.latency],
         duration=round(time.perf_counter() - started, 6),
         location=location,
     )
