@@ -22,9 +22,9 @@ import pytest_sandtable.plugin.items
 import pytest_sandtable.plugin.session  # noqa: F401
 from pytest_sandtable.report.results_json import RESULTS_FILE, read_results
 
-# Registers the artefacts plugin even where plugin.pytest_configure does not yet
-# (registration is idempotent, so this is harmless once it does).
-PLUGIN_ARGS = ("-p", "pytest_sandtable.plugin.artifacts", "-p", "no:cacheprovider")
+# The plugin (entry point) records results and writes the artefacts by itself; runs
+# only keep pytest's cache out of the project folder.
+PLUGIN_ARGS = ("-p", "no:cacheprovider")
 
 SHOP = """\
 version: 1

@@ -7,22 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from _domains import LOADS_DESK
 
-GOOD = """\
-version: 1
-name: freight
-world:
-  loads:
-    key: load_id
-    rows:
-      - { load_id: L-1001, max_rate: 2350, status: available }
-tools:
-  - name: book_load
-    params: { load_id: { type: string }, rate: { type: number } }
-    ops:
-      - update: { table: loads, key: $load_id, set: { status: booked } }
-invariants:
-  - { id: rate-ceiling, kind: limit, tool: book_load, arg: rate, lte: { table: loads, key: $load_id, field: max_rate } }
+GOOD = LOADS_DESK + """\
 tasks:
   - id: book-happy-path
     user: { opening: "Hi, about L-1001." }

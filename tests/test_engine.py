@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 
 import pytest
+from _domains import CARRIERS_AND_LOADS
 
 import pytest_sandtable as st
 from pytest_sandtable.report.text import failure_text
@@ -19,14 +20,7 @@ description: Inbound carrier sales desk.
 policy: |
   Verify every carrier before booking.
 world:
-  carriers:
-    key: mc_number
-    rows:
-      - { mc_number: "100101", name: Blue Ridge Haulers }
-  loads:
-    key: load_id
-    rows:
-      - { load_id: L-1001, max_rate: 2350, status: available }
+""" + CARRIERS_AND_LOADS + """\
   bookings: { key: booking_id, key_format: "B-{n}", fields: [load_id, mc_number, rate] }
 tools:
   - name: verify_carrier

@@ -310,7 +310,7 @@ def test_the_commands_are_on_the_module_command_line(shop: pytest.Pytester) -> N
 
 
 def test_merge_refuses_a_shard_that_stopped_early(tmp_path: Path) -> None:
-    from pytest_sandtable.cli.runs import MergeError, merge_results
+    from pytest_sandtable.report.merge import MergeError, merge_results
 
     doc = {"run": {"stopped_early": "stopping after 1 failures", "k": 1, "agent": "a", "user": "u",
                    "run_seed": 0, "domains": []}}
@@ -322,8 +322,8 @@ def test_merge_refuses_a_shard_that_stopped_early(tmp_path: Path) -> None:
 
 
 def test_merge_prices_models_from_a_prices_file() -> None:
-    from pytest_sandtable.cli.runs import merge_results
     from pytest_sandtable.engine.results import TrialResult
+    from pytest_sandtable.report.merge import merge_results
     from pytest_sandtable.report.results_json import RunMeta, build_results
 
     usage = {"agent": {"gpt-x": {"input": 1_000_000, "output": 500_000, "cache_read": 0, "cache_write": 0,

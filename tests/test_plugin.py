@@ -5,46 +5,17 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from _domains import BOOKS_L1001, DESK
 
 pytest_plugins = ["pytester"]
 
-DOMAIN = """\
-version: 1
-name: freight
-world:
-  carriers:
-    key: mc_number
-    rows:
-      - { mc_number: "100101", name: Blue Ridge Haulers }
-  loads:
-    key: load_id
-    rows:
-      - { load_id: L-1001, max_rate: 2350, status: available }
-tools:
-  - name: verify_carrier
-    params: { mc_number: { type: string } }
-    ops:
-      - get: { table: carriers, key: $mc_number }
-  - name: book_load
-    params: { load_id: { type: string }, rate: { type: number } }
-    ops:
-      - update: { table: loads, key: $load_id, set: { status: booked } }
-invariants:
-  - { id: rate-ceiling, kind: limit, tool: book_load, arg: rate, lte: { table: loads, key: $load_id, field: max_rate } }
+DOMAIN = DESK + """\
 tasks:
   - id: book-happy-path
     tags: [booking]
     critical: true
     user: { opening: "Hi, MC 100101 about L-1001.", script: ["Deal."] }
-    expect:
-      state: [{ table: loads, key: L-1001, fields: { status: booked } }]
-    reference:
-      - call: verify_carrier
-        args: { mc_number: "100101" }
-      - say: "Verified. 2,100?"
-      - call: book_load
-        args: { load_id: L-1001, rate: 2100 }
-      - say: "Booked."
+""" + BOOKS_L1001 + """\
   - id: over-the-ceiling
     tags: [negotiation]
     user: { opening: "I need 2,600 for L-1001." }

@@ -8,7 +8,8 @@ import pytest
 
 from pytest_sandtable import TrialResult, summarize
 from pytest_sandtable.engine.results import Check
-from pytest_sandtable.report.summary import pass_hat, render_terminal
+from pytest_sandtable.report.summary import pass_hat
+from pytest_sandtable.report.terminal import render_terminal
 
 
 def trial(task: str, n: int, verdict: str, *, k: int = 4, tags: tuple[str, ...] = (), critical: bool = False,

@@ -19,17 +19,16 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["MergeError", "add_subcommands", "merge_results"]
+from .exits import EXIT_ERROR, EXIT_GATE_FAILED, EXIT_OK
 
-EXIT_OK = 0
-EXIT_GATE_FAILED = 1
-EXIT_ERROR = 2
+if TYPE_CHECKING:
+    from ..report.merge import Shard
+    from ..report.prices import Prices
+    from ..report.types import Results
 
-
-class MergeError(Exception):
-    """Shards that cannot be merged (mismatched runs or domains, repeated trials)."""
+__all__ = ["add_subcommands"]
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,146 +64,6 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     report.set_defaults(func=_report)
 
 
-def _short(sha: str) -> str:
-    return sha[:12] or "unknown"
-
-
-def _used(doc: Mapping[str, Any], side: str) -> dict[str, set[str]]:
-    """Domain name -> labels of the agents (``side="agent"``) or users its trials actually used."""
-    out: dict[str, set[str]] = {}
-    for t in doc.get("trials") or []:
-        label = t.get(side)
-        if label:
-            out.setdefault(str(t.get("domain", "")), set()).add(str(label))
-    return out
-
-
-def _labels(labels: Iterable[str]) -> str:
-    return ", ".join(repr(x) for x in sorted(labels))
-
-
-def _check_same_callables(shards: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    """The agents and users the trials actually ran with (``trials[].agent``/``.user``, what
-    ``summary.agents``/``users`` list) must be the same in every shard, domain by domain:
-    ``run.agent`` records only the option, which a ``sandtable_agent`` fixture overrides."""
-    for side, option in (("agent", "agent"), ("user", "simulated user")):
-        seen: dict[str, tuple[set[str], str]] = {}  # domain -> (labels, first shard that ran it)
-        for name, doc in shards:
-            for domain, labels in sorted(_used(doc, side).items()):
-                first = seen.get(domain)
-                if first is None:
-                    seen[domain] = (labels, name)
-                elif first[0] != labels:
-                    raise MergeError(
-                        f"{first[1]} and {name} ran domain {domain!r} with different {side}s "
-                        f"({_labels(first[0])} and {_labels(labels)}): shards of one run use the same {option}"
-                    )
-
-
-def merge_results(
-    shards: Sequence[tuple[str, dict[str, Any]]],
-    *,
-    fail_under: float | None = None,
-    floors: dict[str, float] | None = None,
-    prices: Mapping[str, Mapping[str, float]] | None = None,
-) -> dict[str, Any]:
-    """One results.json document from ``(name, document)`` shards. Raises :class:`MergeError`
-    when they are not shards of one run: a different k, agent, user or run seed; a domain
-    whose content (sha256) or name differs between shards; a trial in more than one shard.
-
-    The agents and users the trials actually used (``trials[].agent``, ``trials[].user``)
-    must match too, domain by domain: a ``sandtable_agent`` fixture in one shard's
-    conftest.py runs another agent under the same ``run.agent``. Domain files that did
-    not load in any shard (``run.collection_errors``) are carried into the merge.
-
-    A domain may be in some shards only (shards split by path or by ``-k``). A repeated
-    trial is an error, not renumbered: a trial's number fixes its seed, so the same
-    number twice is the same trial run twice, and counting both would inflate pass^k.
-    """
-    from ..report.results_json import RunMeta, build_results, trials_of
-
-    if not shards:
-        raise MergeError("nothing to merge")
-    first_name, first = shards[0]
-    for name, doc in shards:
-        why = doc["run"].get("stopped_early")
-        if why:
-            raise MergeError(f"{name} is a partial run (it stopped early: {why}); run that shard again in full")
-    for key, option in (("k", "--sandtable-k"), ("agent", "--sandtable-agent"), ("user", "--sandtable-user"),
-                        ("run_seed", "--sandtable-seed")):
-        want = first["run"][key]
-        for name, doc in shards[1:]:
-            got = doc["run"][key]
-            if got != want:
-                raise MergeError(
-                    f"{first_name} and {name} ran with different {key} ({want!r} and {got!r}): "
-                    f"shards of one run use the same {option}"
-                )
-    _check_same_callables(shards)
-    by_name: dict[str, tuple[str, str, str]] = {}  # domain name -> (sha256, path, shard)
-    by_path: dict[str, tuple[str, str]] = {}  # path -> (name, shard)
-    for name, doc in shards:
-        for d in doc["run"]["domains"]:
-            seen = by_name.get(d["name"])
-            if seen is not None and seen[0] != d["sha256"]:
-                raise MergeError(
-                    f"domain {d['name']!r} differs between {seen[2]} (sha256 {_short(seen[0])}) and {name} "
-                    f"(sha256 {_short(d['sha256'])}): shards must run the same domain files"
-                )
-            at = by_path.get(d["path"])
-            if at is not None and at[0] != d["name"]:
-                raise MergeError(
-                    f"{d['path']} is domain {at[0]!r} in {at[1]} but {d['name']!r} in {name}: "
-                    "shards must run the same domain files"
-                )
-            by_name.setdefault(d["name"], (d["sha256"], d["path"], name))
-            by_path.setdefault(d["path"], (d["name"], name))
-    where: dict[tuple[str, str, int], str] = {}
-    trials = []
-    for name, doc in shards:
-        for t in trials_of(doc):
-            tkey = (t.domain, t.task, t.trial)
-            if tkey in where:
-                raise MergeError(
-                    f"{t.domain}/{t.task} trial {t.trial} is in both {where[tkey]} and {name}: shards must split "
-                    "the trials, not repeat them (a trial's number fixes its seed, so a repeat is the same trial "
-                    "twice)"
-                )
-            where[tkey] = name
-            trials.append(t)
-    collection_errors: dict[str, dict[str, str]] = {}
-    for _, doc in shards:
-        for c in doc["run"].get("collection_errors") or []:
-            collection_errors.setdefault(c["path"], {"path": c["path"], "message": c["message"]})
-    floors = dict(floors or {})
-    options = dict(first["run"].get("options") or {})
-    options["fail_under"] = fail_under
-    options["floors"] = dict(floors)
-    meta = RunMeta(
-        domains=sorted(({"name": n, "path": v[1], "sha256": v[0]} for n, v in by_name.items()),
-                       key=lambda d: (d["name"], d["path"])),
-        agent=first["run"]["agent"],
-        user=first["run"]["user"],
-        k=int(first["run"]["k"]),
-        run_seed=int(first["run"]["run_seed"]),
-        options=options,
-        started_at=min(doc["run"]["started_at"] for _, doc in shards),
-        finished_at=max(doc["run"]["finished_at"] for _, doc in shards),
-        shards=[
-            {
-                "writer_version": doc["writer"]["version"],
-                "started_at": doc["run"]["started_at"],
-                "finished_at": doc["run"]["finished_at"],
-                "trials": len(doc["trials"]),
-            }
-            for _, doc in shards
-        ],
-        command="merge",
-        collection_errors=[collection_errors[p] for p in sorted(collection_errors)],
-    )
-    return build_results(trials, meta, fail_under=fail_under, floors=floors, prices=prices)
-
-
 def _err(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_ERROR
@@ -231,9 +90,9 @@ def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
     """The terminal summary of a results.json: figures, where the files are, domain files
     that did not load, and the gate's lines as recorded."""
     from ..report.gates import collection_errors_line
-    from ..report.summary import render_terminal
+    from ..report.terminal import render_terminal
 
-    lines = [*render_terminal(dict(doc["summary"])), ""]
+    lines = [*render_terminal(doc["summary"]), ""]
     if where is not None:
         lines.append(where)
     errors = doc["run"].get("collection_errors") or []
@@ -244,30 +103,18 @@ def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from ..report.gates import GateError, parse_fail_under, parse_floor
-    from ..report.results_json import ResultsError, default_run_dir, read_results, write_run
+    """``merge``: write the merged run and print its summary; each core error becomes one line."""
+    from ..report.gates import GateError
+    from ..report.merge import MergeError
+    from ..report.prices import PricesError
+    from ..report.results_json import ResultsError, default_run_dir, write_run
 
     try:
-        fail_under = parse_fail_under(args.fail_under, "--fail-under")
-        floors = dict(parse_floor(f, "--floor") for f in args.floor)
-    except GateError as e:
+        doc = _merged(args)
+    except (GateError, ResultsError) as e:
         return _err(str(e))
-    prices = None
-    if args.prices:
-        from ..report.prices import PricesError, all_prices
-
-        try:
-            prices = all_prices(args.prices)
-        except PricesError as e:
-            return _err(f"--prices: {e}")
-    shards = []
-    for f in args.files:
-        try:
-            shards.append((f, read_results(f)))
-        except ResultsError as e:
-            return _err(str(e))
-    try:
-        doc = merge_results(shards, fail_under=fail_under, floors=floors, prices=prices)
+    except PricesError as e:
+        return _err(f"--prices: {e}")
     except MergeError as e:
         return _err(f"cannot merge: {e}")
     try:
@@ -277,6 +124,41 @@ def _merge(args: argparse.Namespace) -> int:
         return _err(f"cannot write the merged results: {e}")
     shown = Path(args.out) if args.out else folder.relative_to(Path.cwd())
     _out(_summary_lines(doc, f"sandtable: results in {Path(str(shown).rstrip('/'))}/"))
+    return _merge_exit_code(doc)
+
+
+def _merged(args: argparse.Namespace) -> Results:
+    """The merged document, checking the options before reading any file. Raises the
+    core errors (GateError, PricesError, ResultsError, MergeError) for :func:`_merge` to word."""
+    from ..report.gates import parse_fail_under, parse_floor
+    from ..report.merge import merge_results
+
+    fail_under = parse_fail_under(args.fail_under, "--fail-under")
+    floors = dict(parse_floor(f, "--floor") for f in args.floor)
+    prices = _prices(args.prices)
+    return merge_results(_read_shards(args.files), fail_under=fail_under, floors=floors, prices=prices)
+
+
+def _prices(path: str | None) -> Prices | None:
+    """The built-in prices with ``--prices FILE``'s on top; None without the option (built-in only)."""
+    if not path:
+        return None
+    from ..report.prices import all_prices
+
+    return all_prices(path)
+
+
+def _read_shards(files: Sequence[str]) -> list[Shard]:
+    """Each file (a results.json or a run folder) as a shard named as the user gave it."""
+    from ..report.results_json import read_results
+
+    return [(f, read_results(f)) for f in files]
+
+
+def _merge_exit_code(doc: Mapping[str, Any]) -> int:
+    """With a gate given to merge, its verdict. Without one, as pytest would: 1 when any
+    trial failed or errored, or a check that applies without a gate failed (a domain file
+    that did not load)."""
     gate = doc["gate"]
     if gate["set"]:
         return EXIT_OK if gate["passed"] else EXIT_GATE_FAILED
@@ -285,6 +167,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    """``report``: write report.html anew and print the summary as recorded."""
     from ..report.results_json import ResultsError, read_results, write_report
 
     try:

@@ -10,7 +10,7 @@ import pytest
 
 from ..domain.model import Domain, Task
 from ..engine.results import ERRORED, FAILED, TrialResult
-from . import run_state
+from .session import run_state
 
 # tags become markers; these already mean something to pytest
 RESERVED_MARKERS = frozenset(
@@ -59,11 +59,12 @@ class DomainFile(pytest.File):
         st.domains[str(self.path)] = domain
         for tag in sorted({t for task in domain.tasks for t in task.tags}):
             self.config.addinivalue_line("markers", f"{tag}: sandtable tag")
+        k = st.run.k
         for task in domain.tasks:
-            for i in range(1, st.k + 1):
+            for i in range(1, k + 1):
                 item = TrialItem.from_parent(
                     self,
-                    name=f"{task.id}[{i}-{st.k}]",
+                    name=f"{task.id}[{i}-{k}]",
                     callobj=_sandtable_trial,
                     domain=domain,
                     task=task,
@@ -88,7 +89,10 @@ def _sandtable_trial(sandtable_agent: Any, sandtable_user: Any) -> None:
 class TrialItem(pytest.Function):
     """One trial of one task. The trial runs in setup (so that a trial errored by
     the simulated user or the domain shows as a pytest error); the call phase
-    reports its verdict."""
+    reports its verdict.
+
+    The result reaches the recorder (plugin.artifacts) in the report of the phase
+    that tells it: setup for an errored trial (no call phase follows), else call."""
 
     is_sandtable_trial = True
 
@@ -97,8 +101,8 @@ class TrialItem(pytest.Function):
         self.domain = domain
         self.task = task
         self.trial = trial
-        self.result: TrialResult | None = None
-        self.sandtable_payload: tuple[str, dict[str, Any]] | None = None
+        # the phase whose report carries the result, and the result (once the trial ran)
+        self.sandtable_result: tuple[str, TrialResult] | None = None
 
     def reportinfo(self) -> tuple[Path, int, str]:
         line = self.task.pos.line - 1 if self.task.pos else 0
@@ -109,24 +113,24 @@ class TrialItem(pytest.Function):
         st = run_state(self.config)
         agent = self.funcargs["sandtable_agent"]
         user = self.funcargs["sandtable_user"]
-        if st.concurrency > 1:
+        if st.run.concurrency > 1:
             result, output = st.run_concurrently(self, agent, user)
             for name, text in output.items():
                 if text:
                     self.add_report_section("call", name, text)
         else:
             loc = f"{self.location[0]}:{(self.location[1] or 0) + 1}"
-            result = st.run(self.domain, self.task, self.trial, agent, user, location=loc)
-        self.result = result
+            result = st.run_now(self.domain, self.task, self.trial, agent, user, location=loc)
         if result.verdict == ERRORED:
-            self.sandtable_payload = ("setup", result.to_dict())
+            self.sandtable_result = ("setup", result)
             raise TrialErrored(result)
-        self.sandtable_payload = ("call", result.to_dict())
+        self.sandtable_result = ("call", result)
 
     def runtest(self) -> None:
-        assert self.result is not None
-        if self.result.verdict == FAILED:
-            raise TrialFailed(self.result)
+        assert self.sandtable_result is not None
+        result = self.sandtable_result[1]
+        if result.verdict == FAILED:
+            raise TrialFailed(result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
         from ..report.text import failure_text, transcript_text

@@ -31,9 +31,12 @@ import logging
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..engine.results import TrialResult
+from .config import is_xdist_worker
+
+if TYPE_CHECKING:
+    from ..engine.results import TrialResult
 
 _TRIAL_OUTPUT: contextvars.ContextVar[dict[str, io.StringIO] | None] = contextvars.ContextVar(
     "sandtable_trial_output", default=None
@@ -220,14 +223,25 @@ def _position(session: Any, item: Any) -> int | None:
     return pos.get(item.nodeid)
 
 
-def is_xdist_worker(config: Any) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def _xdist_worker(config: Any) -> Any:
-    if not hasattr(config, "workerinput"):
+    if not is_xdist_worker(config):
         return None
     for plugin in config.pluginmanager.get_plugins():
         if type(plugin).__name__ == "WorkerInteractor":
             return plugin
     return None
+
+
+def work_stealing(config: Any, log: Any) -> Any:
+    """The scheduler for the xdist controller when trials are in flight
+    (--sandtable-concurrency > 1); None leaves the choice to xdist.
+
+    xdist's `load` scheduler starves trials in flight: it holds items back from a
+    worker whose items take long (they wait on their trials) and has at least two
+    pending, so a worker can only prefetch two. Work stealing hands each worker its
+    share up front; idle workers steal. Other --dist modes are left alone."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped,unused-ignore]
+
+    return WorkStealingScheduling(config, log)

@@ -1,4 +1,6 @@
-"""State shared by one pytest run: options, loaded domains, the event loop trials run on."""
+"""State shared by one pytest run: the default agent and user, the loaded domains, the
+event loop trials run on and the pool of trials in flight. Its options come from
+:class:`~pytest_sandtable.plugin.config.RunConfig`."""
 
 from __future__ import annotations
 
@@ -14,35 +16,37 @@ import pytest
 from ..adapters.options import AdapterOptions
 from ..adapters.registry import agent_label, make_agent, make_user
 from ..domain.model import Domain, Task
-from ..engine.api import AgentCallable, UserCallable
+from ..engine.api import AgentCallable, UserCallable, runs_inline
 from ..engine.redact import public_spec
-from ..engine.reference import ReferenceAgent
 from ..engine.results import TrialResult
-from ..engine.scripted_user import ScriptedUser
 from ..engine.trial import arun_trial
-from .pool import TrialPool, is_xdist_worker, pending_items
+from .config import RUN_STATE, RunConfig, is_xdist_worker
+from .pool import TrialPool, pending_items
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The run's shared state (made on first use: the engine is imported then)."""
+    st = config.stash.get(RUN_STATE, None)
+    if not isinstance(st, RunState):
+        st = RunState(RunConfig.of(config), config.rootpath)
+        config.stash[RUN_STATE] = st
+    return st
 
 
 class RunState:
-    def __init__(
-        self,
-        *,
-        k: int,
-        agent_spec: str,
-        user_spec: str,
-        run_seed: int,
-        rootdir: Path,
-        options: AdapterOptions | None = None,
-        trial_timeout: float = 900.0,
-        concurrency: int = 1,
-    ) -> None:
-        self.k = k
-        self.options = options or AdapterOptions(run_seed=run_seed)
-        self.trial_timeout = trial_timeout
-        self.concurrency = concurrency
-        self.agent_spec = agent_spec
-        self.user_spec = user_spec
-        self.run_seed = run_seed
+    """What the items of one pytest run share; see :func:`run_state`."""
+
+    def __init__(self, run: RunConfig, rootdir: Path) -> None:
+        self.run = run
+        self.options = AdapterOptions(
+            agent_base_url=run.agent_base_url,
+            user_base_url=run.user_base_url,
+            temperature=run.temperature,
+            max_tokens=run.max_tokens,
+            timeout=run.timeout,
+            retries=run.retries,
+            run_seed=run.seed,
+        )
         self.rootdir = rootdir
         self.domains: dict[str, Domain] = {}
         self.domain_errors = 0
@@ -50,7 +54,6 @@ class RunState:
         self._pool: TrialPool | None = None
         self._agent: AgentCallable | None = None
         self._user: UserCallable | None = None
-        self.agent_source = ""
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
@@ -58,7 +61,7 @@ class RunState:
         """The agent --sandtable-agent names (built once); a bad spec is a usage error."""
         if self._agent is None:
             try:
-                self._agent, _ = make_agent(self.agent_spec, self.options)
+                self._agent, _ = make_agent(self.run.agent, self.options)
             except ValueError as e:
                 raise pytest.UsageError(f"--sandtable-agent: {e}") from None
         return self._agent
@@ -67,7 +70,7 @@ class RunState:
         """The simulated user --sandtable-user names (built once); a bad spec is a usage error."""
         if self._user is None:
             try:
-                self._user, _ = make_user(self.user_spec, self.options)
+                self._user, _ = make_user(self.run.user, self.options)
             except ValueError as e:
                 raise pytest.UsageError(f"--sandtable-user: {e}") from None
         return self._user
@@ -97,21 +100,24 @@ class RunState:
             if fixture is None:
                 continue
             code = getattr(fixture.func, "__code__", None)
-            where = os.path.relpath(code.co_filename, self.rootdir) if code else "?"
-            if where not in seen:
-                seen.add(where)
-        if seen:
-            tr = session.config.pluginmanager.get_plugin("terminalreporter")
-            self.agent_source = ", ".join(sorted(seen))
-            if tr is not None:
-                tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {self.agent_source}")
-                if session.config.getoption("--sandtable-agent") is not None:
-                    tr.write_line(
-                        f"sandtable: --sandtable-agent={public_spec(session.config.getoption('--sandtable-agent'))} "
-                        f"is ignored "
-                        f"for the trials whose sandtable_agent fixture is overridden there",
-                        yellow=True,
-                    )
+            seen.add(os.path.relpath(code.co_filename, self.rootdir) if code else "?")
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if seen and tr is not None:
+            tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {', '.join(sorted(seen))}")
+            if self.run.agent_arg is not None:
+                tr.write_line(
+                    f"sandtable: --sandtable-agent={public_spec(self.run.agent_arg)} "
+                    f"is ignored "
+                    f"for the trials whose sandtable_agent fixture is overridden there",
+                    yellow=True,
+                )
+
+    def continue_past_broken_domains(self, session: pytest.Session) -> None:
+        """A broken domain file is one collection error, and the other domains still run:
+        when domain files are all that failed to collect, go on as with
+        --continue-on-collection-errors."""
+        if session.testsfailed and session.testsfailed == self.domain_errors:
+            session.config.option.continue_on_collection_errors = True
 
     # -- running ----------------------------------------------------------------
 
@@ -121,12 +127,12 @@ class RunState:
             self._loop = asyncio.new_event_loop()
         return self._loop
 
-    def run(
+    def run_now(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
     ) -> TrialResult:
         """Run one trial now (concurrency 1)."""
         coro = self._trial(domain, task, trial, agent, user, location)
-        if type(agent) is ReferenceAgent and type(user) is ScriptedUser:
+        if runs_inline(agent) and runs_inline(user):
             # neither ever awaits: drive the coroutine directly, no event loop round trip
             try:
                 coro.send(None)
@@ -134,7 +140,7 @@ class RunState:
                 result: TrialResult = done.value
                 return result
             coro.close()
-            raise RuntimeError("a reference trial suspended; it never awaits")  # pragma: no cover
+            raise RuntimeError("an inline trial suspended; inline agents and users never await")  # pragma: no cover
         return self.loop.run_until_complete(coro)
 
     def _trial(
@@ -146,12 +152,12 @@ class RunState:
             agent,
             user,
             trial=trial,
-            k=self.k,
-            run_seed=self.run_seed,
+            k=self.run.k,
+            run_seed=self.run.seed,
             agent_name=agent_label(agent),
             user_name=agent_label(user),
             location=location,
-            trial_timeout=self.trial_timeout,
+            trial_timeout=self.run.trial_timeout,
         )
 
     # -- many trials in flight (--sandtable-concurrency N) ------------------------
@@ -159,7 +165,7 @@ class RunState:
     @property
     def pool(self) -> TrialPool:
         if self._pool is None:
-            self._pool = TrialPool(self.concurrency)
+            self._pool = TrialPool(self.run.concurrency)
         return self._pool
 
     def run_concurrently(self, item: Any, agent: Any, user: Any) -> tuple[TrialResult, dict[str, str]]:
@@ -168,7 +174,7 @@ class RunState:
         self._submit(item, agent, user)
         key = _fixture_key(item)
         if key is not None:
-            window = 2 * self.concurrency
+            window = 2 * self.run.concurrency
             if is_xdist_worker(item.config):
                 # the worker's own queue; what left it was stolen by another worker
                 upcoming = list(pending_items(item.session, item))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.results import ERRORED, PASSED, TrialResult
+from .fmt import fraction_as_percent, number, pct, plural, points
 
 __all__ = [
     "GateCheck",
@@ -75,7 +76,7 @@ def verdict_lines(checks: Sequence[GateCheck]) -> list[str]:
     good = [c for c in checks if c.passed]
     if bad:
         more = len(bad) - 1
-        head = PREFIX_FAILED + bad[0].text + (f" (and {more} more failure{'s' if more != 1 else ''})" if more else "")
+        head = PREFIX_FAILED + bad[0].text + (f" (and {plural(more, 'more failure')})" if more else "")
     elif len(good) == 1:
         head = PREFIX_PASSED + good[0].text
     else:
@@ -114,20 +115,6 @@ class GateOutcome:
         }
 
 
-def _num(x: float) -> str:
-    """85.0 -> '85', 62.5 -> '62.5' (thresholds as the user typed them)."""
-    return f"{x:g}"
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f}%"
-
-
-def _points(x: float) -> str:
-    """A margin in percentage points: one decimal, more for a margin that would show as 0.0."""
-    return f"{x:.1f}" if abs(x) >= 0.05 else f"{x:.2g}"
-
-
 def parse_pct(raw: str, what: str) -> float:
     """A percentage 0..100 (a trailing % is allowed). Raises ValueError with a message."""
     text = raw.strip().removesuffix("%").strip()
@@ -143,10 +130,6 @@ def parse_pct(raw: str, what: str) -> float:
 def _looks_like_a_fraction(value: float) -> bool:
     """0 < value <= 1: almost surely a fraction (0.85 for 85%), not a threshold of at most one percent."""
     return 0 < value <= 1
-
-
-def _as_percent(value: float) -> str:
-    return f"{round(value * 100, 6):g}"
 
 
 class GateError(ValueError):
@@ -168,7 +151,7 @@ def parse_floor(s: str, option: str = "--sandtable-floor") -> tuple[str, float]:
     except ValueError as e:
         raise GateError(str(e)) from None
     if _looks_like_a_fraction(value):
-        raise GateError(f"{option} takes a percentage: did you mean {tag}={_as_percent(value)}?")
+        raise GateError(f"{option} takes a percentage: did you mean {tag}={fraction_as_percent(value)}?")
     return tag, value
 
 
@@ -179,12 +162,12 @@ def parse_fail_under(value: float | str | None, option: str = "--sandtable-fail-
     if value is None:
         return None
     try:
-        pct = parse_pct(str(value), option)
+        percent = parse_pct(str(value), option)
     except ValueError as e:
         raise GateError(str(e)) from None
-    if _looks_like_a_fraction(pct):
-        raise GateError(f"{option} takes a percentage: did you mean {_as_percent(pct)}?")
-    return pct
+    if _looks_like_a_fraction(percent):
+        raise GateError(f"{option} takes a percentage: did you mean {fraction_as_percent(percent)}?")
+    return percent
 
 
 def gate_is_set(fail_under: float | None, floors: Mapping[str, float]) -> bool:
@@ -208,11 +191,11 @@ def _compare(label: str, value: float | None, threshold: float, gate: str, j: st
     # compare in percent, rounded, so 0.875 * 100 is 87.5 and not 87.49999999999999
     got = round(value * 100, 9)
     if got < threshold:
-        return GateCheck(False, f"{label}pass^{j} {_pct(value)} is below {gate} by {_points(threshold - got)} points")
+        return GateCheck(False, f"{label}pass^{j} {pct(value)} is below {gate} by {points(threshold - got)} points")
     if got == threshold:
-        return GateCheck(True, f"{label}pass^{j} {_pct(value)} meets {gate} exactly")
-    spare = _points(got - threshold)
-    return GateCheck(True, f"{label}pass^{j} {_pct(value)} meets {gate} with {spare} points to spare")
+        return GateCheck(True, f"{label}pass^{j} {pct(value)} meets {gate} exactly")
+    spare = points(got - threshold)
+    return GateCheck(True, f"{label}pass^{j} {pct(value)} meets {gate} with {spare} points to spare")
 
 
 def evaluate(
@@ -249,16 +232,16 @@ def evaluate(
 
     if fail_under is not None:
         checks.append(_compare("", (summary.get("pass_hat") or {}).get(j), fail_under,
-                               f"--sandtable-fail-under {_num(fail_under)}%", j))
+                               f"--sandtable-fail-under {number(fail_under)}%", j))
     tags: Mapping[str, Any] = summary.get("tags") or {}
     for tag, threshold in floors.items():
         if tag not in tags:
             known = ", ".join(sorted(tags)) or "(none: no task has a tag)"
-            checks.append(GateCheck(False, f"--sandtable-floor {tag}={_num(threshold)}: no task is tagged {tag!r}; "
+            checks.append(GateCheck(False, f"--sandtable-floor {tag}={number(threshold)}: no task is tagged {tag!r}; "
                                            f"the tags are {known}"))
             continue
         checks.append(_compare(f"tag {tag} ", (tags[tag].get("pass_hat") or {}).get(j), threshold,
-                               f"--sandtable-floor {tag}={_num(threshold)}%", j))
+                               f"--sandtable-floor {tag}={number(threshold)}%", j))
 
     # critical tasks: any trial that did not pass (failed or errored) fails the run
     critical: dict[tuple[str, str], list[TrialResult]] = {}
@@ -285,7 +268,7 @@ def evaluate(
             shown = ", ".join(f"{name(t.domain, t.task)}[{t.trial}]" for t in errored_all[:5])
             more = f" and {len(errored_all) - 5} more" if len(errored_all) > 5 else ""
             n = len(errored_all)
-            checks.append(GateCheck(False, f"{n} trial{'s' if n != 1 else ''} errored and "
+            checks.append(GateCheck(False, f"{plural(n, 'trial')} errored and "
                                            f"{'were' if n != 1 else 'was'} not graded (errored trials never count "
                                            f"as passes): {shown}{more}"))
     ordered = [c for c in checks if not c.passed] + [c for c in checks if c.passed]
@@ -296,7 +279,6 @@ def evaluate(
 def collection_errors_line(errors: list[dict[str, str]]) -> str:
     """``sandtable: 1 domain file did not load, so its tasks are not in these results: x.sandtable.yaml``."""
     n = len(errors)
-    files = "s" if n != 1 else ""
     their = "their" if n != 1 else "its"
-    return (f"sandtable: {n} domain file{files} did not load, so {their} tasks are not in these results: "
+    return (f"sandtable: {plural(n, 'domain file')} did not load, so {their} tasks are not in these results: "
             f"{', '.join(c['path'] for c in errors)}")

@@ -6,6 +6,9 @@ them, and only the page's own script, by hash, may run). Every piece of text tha
 comes from a transcript, a domain or the run is escaped with
 ``html.escape(..., quote=True)``; the script never writes markup. Everything
 shows without JS too: trials are ``<details>`` and navigation is plain links.
+
+The page is one function per section, each given the typed parts of the document
+(:mod:`pytest_sandtable.report.types`) it shows.
 """
 
 from __future__ import annotations
@@ -18,6 +21,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from .fmt import duration, pct, plural
+from .types import (
+    Diff,
+    ErroredTrial,
+    FailureMode,
+    Gate,
+    PassHat,
+    Results,
+    Run,
+    SoftRuleRate,
+    StoredTrial,
+    StoredViolation,
+    Summary,
+    TaskSummary,
+    Writer,
+)
+
 __all__ = ["render_report"]
 
 _VERDICT_ORDER = ("failed", "flaky", "skipped", "passed")
@@ -26,25 +46,6 @@ _VERDICT_ORDER = ("failed", "flaky", "skipped", "passed")
 def e(value: Any) -> str:
     """Escape any value as HTML text or attribute value."""
     return html.escape(str(value), quote=True)
-
-
-def _n(count: Any, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{float(x) * 100:.1f}%"
-
-
-def _secs(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    if x < 1:
-        return f"{x * 1000:.0f} ms" if x >= 0.001 else f"{x * 1000:.2f} ms"
-    if x < 120:
-        return f"{x:.1f} s"
-    return f"{x / 60:.1f} min"
 
 
 def _literal(v: Any) -> str:
@@ -69,19 +70,86 @@ def _time(ts: str) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _wall(run: Mapping[str, Any]) -> float | None:
+def _wall(run: Run) -> float | None:
     try:
         a = datetime.strptime(run["started_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
         b = datetime.strptime(run["finished_at"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    except (KeyError, TypeError, ValueError):
+    except (TypeError, ValueError):
         return None
     return max(0.0, (b - a).total_seconds())
+
+
+# --------------------------------------------------------------------------- the document
+
+
+def _part(results: Mapping[str, Any], name: str) -> Any:
+    """One object of the document as given; an empty one when left out."""
+    return results.get(name) or {}
+
+
+def _complete(results: Mapping[str, Any]) -> Results:
+    """``results`` with every part the page reads. A results.json read back is checked
+    against the schema and has them all; a document put together by hand (a test,
+    another tool) may leave parts out, which then show as empty, zero or n/a."""
+    trials: list[StoredTrial] = list(results.get("trials") or [])
+    given = _part(results, "summary")
+    summary: Summary = {
+        "k": max(map(int, given.get("pass_hat") or {}), default=1),
+        "trials": len(trials), "passed": 0, "failed": 0, "errored": 0, "errored_trials": [], "pass_hat": {},
+        "tags": {}, "tasks": [], "failure_modes": [], "soft_rules": [], "usage": {"agent": {}, "user": {}},
+        "latency": {"turns": 0, "p50": None, "p95": None}, "agents": [], "users": [], "domains": [],
+    }
+    summary.update(given)
+    run: Run = {"domains": [], "agent": "", "user": "", "k": summary["k"], "run_seed": 0, "options": {},
+                "started_at": "", "finished_at": ""}
+    run.update(_part(results, "run"))
+    gate: Gate = {"set": False, "passed": True, "fail_under": None, "floors": {}, "lines": []}
+    gate.update(_part(results, "gate"))
+    writer: Writer = {"name": "pytest-sandtable", "version": "", "command": ""}
+    writer.update(_part(results, "writer"))
+    return {"schema_version": results.get("schema_version", ""), "writer": writer, "run": run, "trials": trials,
+            "tasks": list(results.get("tasks") or []), "summary": summary, "gate": gate}
+
+
+def _trials_by_task(trials: Iterable[StoredTrial]) -> dict[tuple[str, str], list[StoredTrial]]:
+    """Each task's trials, by trial number."""
+    by_task: dict[tuple[str, str], list[StoredTrial]] = {}
+    for t in trials:
+        by_task.setdefault((t["domain"], t["task"]), []).append(t)
+    for ts in by_task.values():
+        ts.sort(key=lambda t: t["trial"])
+    return by_task
+
+
+def _top_j(s: Summary) -> str:
+    """The j of the headline pass^j: the run's k, else the largest j computed."""
+    js = sorted(s["pass_hat"], key=int)
+    k = str(s["k"])
+    return k if k in s["pass_hat"] else (js[-1] if js else k)
+
+
+class _Index:
+    """Anchors for tasks and trials (numeric ids: no text from the data in an id)."""
+
+    def __init__(self, tasks: Sequence[TaskSummary]) -> None:
+        self.task_no = {(t["domain"], t["task"]): i + 1 for i, t in enumerate(tasks)}
+        self.names = {(t["domain"], t["task"]): t["name"] for t in tasks}
+
+    def task(self, domain: str, task: str) -> str:
+        return f"task-{self.task_no.get((domain, task), 0)}"
+
+    def trial(self, domain: str, task: str, trial: int) -> str:
+        return f"trial-{self.task_no.get((domain, task), 0)}-{int(trial)}"
+
+    def name(self, domain: str, task: str) -> str:
+        """The task's name as the tables show it."""
+        return self.names.get((domain, task), task)
 
 
 # --------------------------------------------------------------------------- chart
 
 
-def chart(pass_hat: Mapping[str, Any], width: int = 300, height: int = 150) -> str:
+def chart(pass_hat: PassHat, width: int = 300, height: int = 150) -> str:
     """An inline SVG line chart of pass^j against j."""
     js = sorted((int(j) for j in pass_hat), key=int)
     left, right, top, bottom = 38, 10, 22, 30
@@ -95,6 +163,7 @@ def chart(pass_hat: Mapping[str, Any], width: int = 300, height: int = 150) -> s
     def y(v: float) -> float:
         return top + (1 - v) * h
 
+    values = [(i, j, pass_hat[str(j)]) for i, j in enumerate(js)]
     parts = [
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="pass^j against j"><title>pass^j against j</title>'
@@ -102,40 +171,25 @@ def chart(pass_hat: Mapping[str, Any], width: int = 300, height: int = 150) -> s
     for v in (0, 0.5, 1):
         parts.append(f'<line class="grid" x1="{left}" x2="{left + w}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
         parts.append(f'<text class="axis" x="{left - 6}" y="{y(v) + 3.5:.1f}" text-anchor="end">{int(v * 100)}%</text>')
-    points = [(x(i), y(float(pass_hat[str(j)]))) for i, j in enumerate(js) if pass_hat[str(j)] is not None]
+    points = [(x(i), y(v)) for i, _, v in values if v is not None]
     if len(points) > 1:
         pts = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
         parts.append(f'<polyline class="line" points="{pts}"/>')
-    for i, j in enumerate(js):
-        v = pass_hat[str(j)]
+    for i, j, value in values:
         parts.append(f'<text class="axis" x="{x(i):.1f}" y="{top + h + 16}" text-anchor="middle">{j}</text>')
-        if v is None:
+        if value is None:
             continue
-        px, py = x(i), y(float(v))
+        px, py = x(i), y(value)
         parts.append(f'<circle class="dot" cx="{px:.1f}" cy="{py:.1f}" r="3.5">'
-                     f"<title>pass^{j} {_pct(v)}</title></circle>")
+                     f"<title>pass^{j} {pct(value)}</title></circle>")
         ly = py - 8
-        parts.append(f'<text class="val" x="{px:.1f}" y="{ly:.1f}" text-anchor="middle">{e(_pct(v))}</text>')
+        parts.append(f'<text class="val" x="{px:.1f}" y="{ly:.1f}" text-anchor="middle">{e(pct(value))}</text>')
     parts.append(f'<text class="axis" x="{left + w / 2:.1f}" y="{height - 2}" text-anchor="middle">'
                  "j: trials that must all pass</text></svg>")
     return "".join(parts)
 
 
 # --------------------------------------------------------------------------- pieces
-
-
-class _Index:
-    """Anchors for tasks and trials (numeric ids: no text from the data in an id)."""
-
-    def __init__(self, tasks: Sequence[Mapping[str, Any]]) -> None:
-        self.task_no = {(t["domain"], t["task"]): i + 1 for i, t in enumerate(tasks)}
-        self.names = {(t["domain"], t["task"]): t.get("name", t["task"]) for t in tasks}
-
-    def task(self, domain: str, task: str) -> str:
-        return f"task-{self.task_no.get((domain, task), 0)}"
-
-    def trial(self, domain: str, task: str, trial: int) -> str:
-        return f"trial-{self.task_no.get((domain, task), 0)}-{int(trial)}"
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "", num: Iterable[int] = (),
@@ -157,17 +211,35 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "",
     return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _filterable(t: TaskSummary) -> str:
+    """The attributes the filters read: verdict, critical, and name and tags in lower case."""
+    return (f'data-filterable data-verdict="{e(t["verdict"])}" data-critical="{1 if t["critical"] else 0}"'
+            f' data-name="{e((t["name"] + " " + " ".join(t["tags"])).lower())}"')
+
+
+def _dots(trials: Sequence[StoredTrial], idx: _Index) -> str:
+    out = []
+    for t in trials:
+        v = t["verdict"]
+        out.append(f'<a class="dot v-{e(v)}" href="#{idx.trial(t["domain"], t["task"], t["trial"])}" '
+                   f'title="trial {e(t["trial"])}: {e(v)}"></a>')
+    return f'<span class="dots">{"".join(out)}</span>'
+
+
+# --------------------------------------------------------------------------- the gate
+
+
 _GATE_PREFIXES = (("sandtable gate failed: ", False), ("sandtable gate passed: ", True),
                   ("  failed: ", False), ("  passed: ", True))
 
 
-def _gate_checks(gate: Mapping[str, Any]) -> list[tuple[bool, str]]:
+def _gate_checks(gate: Gate) -> list[tuple[bool, str]]:
     """(passed, text) per check: from ``gate.checks`` (schema 1.1), else from the lines
     (the per-check lines after the verdict, or every line of a schema 1.0 file)."""
     checks = gate.get("checks")
-    if isinstance(checks, list):
-        return [(bool(c.get("passed")), str(c.get("text", ""))) for c in checks if isinstance(c, Mapping)]
-    lines = [str(x) for x in gate.get("lines") or []]
+    if checks is not None:
+        return [(c["passed"], c["text"]) for c in checks]
+    lines = gate["lines"]
     details = [ln for ln in lines if ln.startswith(("  failed: ", "  passed: "))]
     out = []
     for ln in details or lines:
@@ -178,13 +250,12 @@ def _gate_checks(gate: Mapping[str, Any]) -> list[tuple[bool, str]]:
     return out
 
 
-def _gate(gate: Mapping[str, Any]) -> str:
+def _gate(gate: Gate) -> str:
     checks = _gate_checks(gate)
-    if gate.get("set"):
-        status = _badge("passed" if gate.get("passed") else "failed",
-                        "gate passed" if gate.get("passed") else "gate failed")
+    if gate["set"]:
+        status = _badge("passed" if gate["passed"] else "failed", "gate passed" if gate["passed"] else "gate failed")
         note = "the gate decided the exit status"
-    elif gate.get("passed", True):
+    elif gate["passed"]:
         status = '<span class="badge v-skipped">no gate set</span>'
         note = "pytest's exit status decided (any failing trial fails it)"
     else:
@@ -192,7 +263,7 @@ def _gate(gate: Mapping[str, Any]) -> str:
         note = ("no gate set; a critical task's trial that did not pass, or a domain file that did not load, "
                 "fails the run")
     verdict = ""
-    lines = [str(x) for x in gate.get("lines") or []]
+    lines = gate["lines"]
     if lines and len(checks) > 1:
         head = lines[0]
         for prefix, _ in _GATE_PREFIXES[:2]:
@@ -205,190 +276,141 @@ def _gate(gate: Mapping[str, Any]) -> str:
             + (f'<ul class="gatelines">{items}</ul>' if items else ""))
 
 
-def _not_loaded(errors: Sequence[Mapping[str, Any]]) -> str:
-    """The banner at the top of the page for domain files that did not load."""
-    n = len(errors)
-    paths = ", ".join(str(c.get("path", "")) for c in errors)
-    their = "Their" if n != 1 else "Its"
-    items = "".join(f'<details open><summary><code>{e(c.get("path", ""))}</code></summary>'
-                    f'<pre>{e(c.get("message", ""))}</pre></details>' for c in errors)
-    return (f'<section id="not-loaded" class="alert" role="alert"><h2>{n} domain file{"s" if n != 1 else ""} did '
-            f"not load: {e(paths)}</h2><p>{their} tasks did not run and are in none of the figures below: "
-            f"a score here covers the domains that loaded only.</p>{items}</section>")
-
-
-def _dots(trials: Sequence[Mapping[str, Any]], idx: _Index) -> str:
-    out = []
-    for t in trials:
-        v = t.get("verdict", "")
-        out.append(f'<a class="dot v-{e(v)}" href="#{idx.trial(t["domain"], t["task"], t["trial"])}" '
-                   f'title="trial {e(t["trial"])}: {e(v)}"></a>')
-    return f'<span class="dots">{"".join(out)}</span>'
-
-
-def _usage(s: Mapping[str, Any], trials: Sequence[Mapping[str, Any]]) -> str:
-    """The usage, cost and latency card: a table of tokens and estimated cost per side
-    and model with a total row, the prices' date, and agent turn latency."""
-    from .usage import COST_HEADERS_WITH_CALLS, cost_rows
-
-    out: list[str] = []
-    usage = s.get("usage") or {}
-    cost = s.get("cost")
-    rows = cost_rows(usage, cost if isinstance(cost, Mapping) else None, calls=True)
-    if rows:
-        cells = [[e(side) if side != "total" else "<b>total</b>", f"<code>{e(model)}</code>" if model else "",
-                  *(e(x) for x in rest)] for side, model, *rest in rows]
-        total = "total" if rows[-1][0] == "total" else ""
-        out.append('<div class="tablewrap">' + _table(COST_HEADERS_WITH_CALLS, cells, "usage",
-                                                      num=range(2, 8), last_row_cls=total) + "</div>")
-        notes = []
-        if isinstance(cost, Mapping):
-            currency = str(cost.get("currency") or "USD")
-            as_of = cost.get("prices_as_of")
-            notes.append(f"Cost estimated at list prices{f' as of {e(as_of)}' if as_of else ''} ({e(currency)})"
-                         "; a --sandtable-prices file adds or overrides prices.")
-            unpriced = [str(m) for m in cost.get("unpriced") or []]
-            if unpriced:
-                notes.append(f"No price for {', '.join(f'<code>{e(m)}</code>' for m in unpriced)}: "
-                             "its cost is n/a.")
-        else:
-            notes.append("Cost not computed.")
-        out.append(f'<p class="muted small">{" ".join(notes)}</p>')
-    else:
-        out.append('<p class="muted small">No model calls were recorded (a scripted user and a model-free agent), '
-                   "so there is no cost.</p>")
-    lat = s.get("latency") or {}
-    total_time = sum(float(t.get("duration") or 0) for t in trials)
-    per = _secs(total_time / len(trials)) if trials else "n/a"
-    kv = [("agent turn latency", f"p50 {_secs(lat.get('p50'))} · p95 {_secs(lat.get('p95'))} "
-                                 f"over {_n(lat.get('turns', 0), 'turn')}"),
-          ("trial time", f"{_secs(total_time)} in all, {per} per trial")]
-    out.append('<dl class="kv">' + "".join(f"<dt>{e(a)}</dt><dd>{e(b)}</dd>" for a, b in kv) + "</dl>")
-    return "".join(out)
-
-
 # --------------------------------------------------------------------------- one trial
 
 
-def _transcript(t: Mapping[str, Any]) -> str:
-    calls = t.get("calls") or []
-    by_call: dict[int, list[Mapping[str, Any]]] = {}
-    said: dict[int, list[Mapping[str, Any]]] = {}
-    for v in t.get("violations") or []:
-        if v.get("call") is not None:
-            by_call.setdefault(int(v["call"]), []).append(v)
+def _marks(violations: Iterable[StoredViolation]) -> str:
+    """Rules broken at one point of the conversation, with the policy sentence behind each."""
+    out = []
+    for v in violations:
+        cls = "soft" if v["soft"] else "hard"
+        label = "soft rule" if v["soft"] else "violation"
+        quote = v.get("quote")
+        said = f'<div class="quote">policy: “{e(quote)}”</div>' if quote else ""
+        out.append(f'<div class="viol {cls}"><b>{label} {e(v["invariant"])}</b> '
+                   f'<span>{e(v["detail"])}</span>{said}</div>')
+    return "".join(out)
+
+
+def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> str:
+    """One tool call of the transcript (``i`` indexes the trial's calls): its signature,
+    what it returned or the error, and the rules it broke (taken out of ``by_call``)."""
+    calls = t["calls"]
+    if not 0 <= i < len(calls):
+        return f'<li class="call err"><code>(missing call {e(i)})</code></li>'
+    c = calls[i]
+    head = f'<code class="sig"><b>{e(c["tool"])}</b>({e(_args(c["args"]))})</code>'
+    if c["ok"]:
+        text = json.dumps(c["result"], ensure_ascii=False, indent=1, default=str)
+        flat = json.dumps(c["result"], ensure_ascii=False, default=str)
+        if len(flat) <= 140:
+            body = f'<code class="res">→ {e(flat)}</code>'
         else:
-            said.setdefault(int(v.get("turn", 0)), []).append(v)
+            body = (f'<details class="res"><summary>→ {e(flat[:110])}…</summary>'
+                    f"<pre>{e(text)}</pre></details>")
+    else:
+        err = c["error"]
+        code, message = (err["code"], err["message"]) if err else (None, None)
+        body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
+    cls = "ok" if c["ok"] else "err"
+    return (f'<li class="call {cls}"><span class="who">tool</span><div class="body">{head}{body}'
+            f"{_marks(by_call.pop(c['index'], []))}</div></li>")
 
-    def marks(vs: Iterable[Mapping[str, Any]]) -> str:
-        out = []
-        for v in vs:
-            cls = "soft" if v.get("soft") else "hard"
-            label = "soft rule" if v.get("soft") else "violation"
-            quote = f'<div class="quote">policy: “{e(v["quote"])}”</div>' if v.get("quote") else ""
-            out.append(f'<div class="viol {cls}"><b>{label} {e(v.get("invariant", ""))}</b> '
-                       f'<span>{e(v.get("detail", ""))}</span>{quote}</div>')
-        return "".join(out)
 
+def _transcript(t: StoredTrial) -> str:
+    by_call: dict[int, list[StoredViolation]] = {}
+    said: dict[int, list[StoredViolation]] = {}
+    for v in t["violations"]:
+        if v["call"] is not None:
+            by_call.setdefault(v["call"], []).append(v)
+        else:
+            said.setdefault(v["turn"], []).append(v)
     items = []
-    for entry in t.get("transcript") or []:
-        role = entry.get("role")
-        if role == "tool":
-            i = entry.get("call")
-            c = calls[i] if isinstance(i, int) and 0 <= i < len(calls) else None
-            if c is None:
-                items.append(f'<li class="call err"><code>(missing call {e(i)})</code></li>')
-                continue
-            args = c.get("args") or {}
-            head = f'<code class="sig"><b>{e(c.get("tool", ""))}</b>({e(_args(args))})</code>'
-            if c.get("ok"):
-                text = json.dumps(c.get("result"), ensure_ascii=False, indent=1, default=str)
-                flat = json.dumps(c.get("result"), ensure_ascii=False, default=str)
-                if len(flat) <= 140:
-                    body = f'<code class="res">→ {e(flat)}</code>'
-                else:
-                    body = (f'<details class="res"><summary>→ {e(flat[:110])}…</summary>'
-                            f"<pre>{e(text)}</pre></details>")
-            else:
-                err = c.get("error") or {}
-                body = f'<code class="res err">✗ error {e(err.get("code"))}: {e(err.get("message"))}</code>'
-            cls = "ok" if c.get("ok") else "err"
-            items.append(f'<li class="call {cls}"><span class="who">tool</span><div class="body">{head}{body}'
-                         f"{marks(by_call.pop(int(c.get('index', -1)), []))}</div></li>")
-        else:
-            who = "agent" if role == "agent" else "user"
-            turn = int(entry.get("turn", 0))
-            extra = marks(said.pop(turn, [])) if who == "agent" else ""
-            items.append(f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
-                         f'<div class="text">{e(entry.get("text", ""))}</div>{extra}</div></li>')
+    for entry in t["transcript"]:
+        if entry["role"] == "tool":
+            items.append(_call(t, entry["call"], by_call))
+            continue
+        who = "agent" if entry["role"] == "agent" else "user"
+        extra = _marks(said.pop(entry["turn"], [])) if who == "agent" else ""
+        items.append(f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
+                     f'<div class="text">{e(entry["text"])}</div>{extra}</div></li>')
     rest = [v for vs in list(by_call.values()) + list(said.values()) for v in vs]
     if rest:
-        items.append(f'<li class="msg agent"><span class="who">rules</span><div class="body">{marks(rest)}</div></li>')
+        items.append(f'<li class="msg agent"><span class="who">rules</span><div class="body">{_marks(rest)}</div></li>')
     if not items:
         return '<p class="muted">No conversation took place.</p>'
     return f'<ol class="chat">{"".join(items)}</ol>'
 
 
-def _diff(diff: Mapping[str, Any]) -> str:
+def _diff(diff: Diff) -> str:
     rows = []
-    for c in diff.get("created") or []:
-        row = c.get("row") or {}
-        fields = ", ".join(f"{k}={_literal(v)}" for k, v in row.items())
-        rows.append(['<span class="badge v-passed">created</span>', f"<code>{e(c.get('table'))}</code>",
-                     f"<code>{e(_literal(c.get('key')))}</code>", f"<code>{e(fields)}</code>"])
-    for c in diff.get("changed") or []:
-        for f, ba in (c.get("fields") or {}).items():
-            rows.append(['<span class="badge v-flaky">changed</span>', f"<code>{e(c.get('table'))}</code>",
-                         f"<code>{e(_literal(c.get('key')))}</code>",
-                         f"<code>{e(f)}</code>: <code class=\"before\">{e(_literal(ba.get('before')))}</code> → "
-                         f"<code class=\"after\">{e(_literal(ba.get('after')))}</code>"])
+    for c in diff["created"]:
+        fields = ", ".join(f"{k}={_literal(v)}" for k, v in c["row"].items())
+        rows.append(['<span class="badge v-passed">created</span>', f"<code>{e(c['table'])}</code>",
+                     f"<code>{e(_literal(c['key']))}</code>", f"<code>{e(fields)}</code>"])
+    for ch in diff["changed"]:
+        for f, ba in ch["fields"].items():
+            rows.append(['<span class="badge v-flaky">changed</span>', f"<code>{e(ch['table'])}</code>",
+                         f"<code>{e(_literal(ch['key']))}</code>",
+                         f"<code>{e(f)}</code>: <code class=\"before\">{e(_literal(ba['before']))}</code> → "
+                         f"<code class=\"after\">{e(_literal(ba['after']))}</code>"])
     if not rows:
         return '<p class="muted">The world did not change.</p>'
     return _table(["", "table", "key", "row / field"], rows, "diff")
 
 
-def _trial(t: Mapping[str, Any], idx: _Index) -> str:
-    v = t.get("verdict", "")
+def _checks(t: StoredTrial) -> str:
+    """Every check of the trial, folded."""
+    checks = t["checks"]
+    if not checks:
+        return ""
+    rows = [[_badge("passed" if c["passed"] else "failed", "pass" if c["passed"] else "fail"),
+             f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])]
+            for c in checks]
+    return (f'<details class="all-checks"><summary>{"All " if len(checks) > 1 else ""}'
+            f'{plural(len(checks), "check")}</summary>'
+            f'{_table(["", "kind", "check", "detail"], rows, "checks")}</details>')
+
+
+def _trial_meta(t: StoredTrial) -> str:
+    """Who ran it, how long each agent turn took, and where the task is."""
+    meta = [f"agent <code>{e(t['agent'])}</code>", f"user <code>{e(t['user'])}</code>"]
+    if t["latency"]:
+        meta.append(f"agent turns {e(', '.join(duration(x) for x in t['latency']))}")
+    if t["location"]:
+        meta.append(f"task at <code>{e(t['location'])}</code>")
+    return f'<p class="muted small">{" · ".join(meta)}</p>'
+
+
+def _trial(t: StoredTrial, idx: _Index) -> str:
+    v = t["verdict"]
     anchor = idx.trial(t["domain"], t["task"], t["trial"])
-    bits = [f"trial {e(t.get('trial'))} of {e(t.get('k'))}", _badge(v)]
-    if t.get("ended_by"):
+    bits = [f"trial {e(t['trial'])} of {e(t['k'])}", _badge(v)]
+    if t["ended_by"]:
         bits.append(f'<span class="muted">ended by {e(t["ended_by"])}</span>')
-    bits.append(f'<span class="muted">{e(_n(t.get("turns", 0), "turn"))} · {e(_n(len(t.get("calls") or []), "call"))}'
-                f' · seed {e(t.get("seed"))} · {e(_secs(t.get("duration")))}</span>')
-    failed = [c for c in t.get("checks") or [] if not c.get("passed")]
+    bits.append(f'<span class="muted">{e(plural(t["turns"], "turn"))} · {e(plural(len(t["calls"]), "call"))}'
+                f' · seed {e(t["seed"])} · {e(duration(t["duration"]))}</span>')
+    failed = [c for c in t["checks"] if not c["passed"]]
     if failed:
-        bits.append(f'<span class="muted">{len(failed)} failed check{"s" if len(failed) != 1 else ""}</span>')
+        bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
     body = []
-    if t.get("error"):
+    if t["error"]:
         body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(t["error"])}</div>')
     if failed:
-        rows = [[f"<code>{e(c.get('kind'))}</code>", f"<code>{e(c.get('id'))}</code>", e(c.get("detail", ""))]
-                for c in failed]
+        rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
     body.append("<h4>Transcript</h4>" + _transcript(t))
-    if t.get("traceback"):
+    traceback = t.get("traceback")
+    if traceback:
         body.append('<details class="tb"><summary>Where the agent raised</summary>'
-                    f'<pre>{e(t["traceback"])}</pre></details>')
-    body.append("<h4>World diff</h4>" + _diff(t.get("diff") or {}))
-    checks = t.get("checks") or []
-    if checks:
-        rows = [[_badge("passed" if c.get("passed") else "failed", "pass" if c.get("passed") else "fail"),
-                 f"<code>{e(c.get('kind'))}</code>", f"<code>{e(c.get('id'))}</code>", e(c.get("detail", ""))]
-                for c in checks]
-        body.append(f'<details class="all-checks"><summary>{"All " if len(checks) > 1 else ""}'
-                    f'{_n(len(checks), "check")}</summary>'
-                    f'{_table(["", "kind", "check", "detail"], rows, "checks")}</details>')
-    soft = [v for v in t.get("violations") or [] if v.get("soft")]
+                    f'<pre>{e(traceback)}</pre></details>')
+    body.append("<h4>World diff</h4>" + _diff(t["diff"]))
+    body.append(_checks(t))
+    soft = [s for s in t["violations"] if s["soft"]]
     if soft:
         body.append("<h4>Soft rules broken (reported, never fail a trial)</h4><ul>" + "".join(
-            f"<li><code>{e(s.get('invariant'))}</code> {e(s.get('detail'))}</li>" for s in soft) + "</ul>")
-    lat = t.get("latency") or []
-    meta = [f"agent <code>{e(t.get('agent', ''))}</code>", f"user <code>{e(t.get('user', ''))}</code>"]
-    if lat:
-        meta.append(f"agent turns {e(', '.join(_secs(x) for x in lat))}")
-    if t.get("location"):
-        meta.append(f"task at <code>{e(t['location'])}</code>")
-    body.append(f'<p class="muted small">{" · ".join(meta)}</p>')
+            f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in soft) + "</ul>")
+    body.append(_trial_meta(t))
     is_open = " open" if v != "passed" else ""
     return (f'<details class="trial v-{e(v)}" id="{anchor}"{is_open}><summary>{" ".join(bits)}</summary>'
             f'<div class="trial-body">{"".join(body)}</div></details>')
@@ -553,177 +575,248 @@ def _csp() -> str:
     return (f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; img-src data:; "
             "base-uri 'none'; form-action 'none'")
 
+# --------------------------------------------------------------------------- the sections, top to bottom
 
-def render_report(results: Mapping[str, Any]) -> str:
-    """The HTML report of a results.json document (see docs/results.md)."""
-    run: Mapping[str, Any] = results.get("run") or {}
-    s: Mapping[str, Any] = results.get("summary") or {}
-    gate: Mapping[str, Any] = results.get("gate") or {}
-    writer: Mapping[str, Any] = results.get("writer") or {}
-    trials: list[Mapping[str, Any]] = list(results.get("trials") or [])
-    tasks: list[Mapping[str, Any]] = list(s.get("tasks") or [])
-    idx = _Index(tasks)
-    pass_hat: Mapping[str, Any] = s.get("pass_hat") or {}
-    js = sorted(pass_hat, key=int)
-    k = str(s.get("k", js[-1] if js else 1))
-    top = k if k in pass_hat else (js[-1] if js else k)
-    domains = [d.get("name", "") for d in run.get("domains") or []] or list(s.get("domains") or [])
-    title = ", ".join(domains) or "sandtable run"
 
-    by_task: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for t in trials:
-        by_task.setdefault((t.get("domain", ""), t.get("task", "")), []).append(t)
-    for ts in by_task.values():
-        ts.sort(key=lambda t: int(t.get("trial", 0)))
+def _head(doc: Results, title: str, top: str) -> str:
+    """From the doctype to ``<body>``: the CSP, and a title with the headline figure."""
+    not_loaded = len(doc["run"].get("collection_errors") or [])
+    missing = f" ({plural(not_loaded, 'domain file')} did not load)" if not_loaded else ""
+    return ('<!doctype html><html lang="en" class="no-js"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{e(_csp())}">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>sandtable: pass^{e(top)} {e(pct(doc['summary']['pass_hat'].get(top)))} · {e(title)}{e(missing)}"
+            f"</title><style>{_CSS}</style></head><body>")
 
-    out: list[str] = []
-    add = out.append
-    add('<!doctype html><html lang="en" class="no-js"><head><meta charset="utf-8">')
-    add(f'<meta http-equiv="Content-Security-Policy" content="{e(_csp())}">')
-    add('<meta name="viewport" content="width=device-width,initial-scale=1">')
-    not_loaded = [c for c in run.get("collection_errors") or [] if isinstance(c, Mapping)]
-    n_missing = len(not_loaded)
-    missing = f" ({n_missing} domain file{'s' if n_missing != 1 else ''} did not load)" if n_missing else ""
-    add(f"<title>sandtable: pass^{e(top)} {e(_pct(pass_hat.get(top)))} · {e(title)}{e(missing)}</title>")
-    add(f"<style>{_CSS}</style></head><body>")
 
-    # header
-    meta = [f"agent <b>{e(', '.join(s.get('agents') or []) or run.get('agent', ''))}</b>",
-            f"user <b>{e(', '.join(s.get('users') or []) or run.get('user', ''))}</b>",
-            f"k={e(run.get('k', k))}", f"run seed {e(run.get('run_seed', ''))}"]
-    if run.get("started_at"):
+def _header(run: Run, s: Summary, title: str) -> str:
+    """The page header: what ran, when and how long, and the navigation."""
+    meta = [f"agent <b>{e(', '.join(s['agents']) or run['agent'])}</b>",
+            f"user <b>{e(', '.join(s['users']) or run['user'])}</b>",
+            f"k={e(run['k'])}", f"run seed {e(run['run_seed'])}"]
+    if run["started_at"]:
         meta.append(e(_time(run["started_at"])))
     wall = _wall(run)
     if wall is not None:
-        meta.append(f"took {e(_secs(wall))}")
-    if run.get("shards"):
-        meta.append(f"merged from {len(run['shards'])} shards")
-    add('<header><div class="brand">sandtable report</div>')
-    add(f"<h1>{e(title)}</h1><div class=\"muted\">{' · '.join(meta)}</div>")
-    add('<nav><a href="#overview">Overview</a><a href="#tasks">Tasks</a><a href="#failure-modes">Failure modes</a>'
-        '<a href="#tags">Tags</a><a href="#soft-rules">Soft rules</a><a href="#usage">Usage</a>'
-        '<a href="#trials">Trials</a></nav></header><main>')
-    if not_loaded:
-        add(_not_loaded(not_loaded))
+        meta.append(f"took {e(duration(wall))}")
+    shards = run.get("shards")
+    if shards:
+        meta.append(f"merged from {len(shards)} shards")
+    return ('<header><div class="brand">sandtable report</div>'
+            f"<h1>{e(title)}</h1><div class=\"muted\">{' · '.join(meta)}</div>"
+            '<nav><a href="#overview">Overview</a><a href="#tasks">Tasks</a><a href="#failure-modes">Failure modes</a>'
+            '<a href="#tags">Tags</a><a href="#soft-rules">Soft rules</a><a href="#usage">Usage</a>'
+            '<a href="#trials">Trials</a></nav></header>')
 
-    # overview: headline, chart, gate
-    n_tasks = len(tasks)
-    verdicts = {v: sum(1 for t in tasks if t.get("verdict") == v) for v in _VERDICT_ORDER}
+
+def _not_loaded(run: Run) -> str:
+    """The banner at the top of the page for domain files that did not load."""
+    errors = run.get("collection_errors") or []
+    if not errors:
+        return ""
+    n = len(errors)
+    paths = ", ".join(c["path"] for c in errors)
+    their = "Their" if n != 1 else "Its"
+    items = "".join(f'<details open><summary><code>{e(c["path"])}</code></summary>'
+                    f'<pre>{e(c["message"])}</pre></details>' for c in errors)
+    return (f'<section id="not-loaded" class="alert" role="alert"><h2>{plural(n, "domain file")} did '
+            f"not load: {e(paths)}</h2><p>{their} tasks did not run and are in none of the figures below: "
+            f"a score here covers the domains that loaded only.</p>{items}</section>")
+
+
+def _overview(s: Summary, gate: Gate, top: str) -> str:
+    """The headline pass^k with the counts, the chart of pass^j against j, and the gate."""
+    tasks = s["tasks"]
+    verdicts = {v: sum(1 for t in tasks if t["verdict"] == v) for v in _VERDICT_ORDER}
     counts = " ".join(_badge(v, f"{verdicts[v]} {v}") for v in _VERDICT_ORDER if verdicts[v])
-    add('<section id="overview" class="hero">')
-    add(f'<div class="card headline"><div class="label">pass^{e(top)} over {n_tasks} task{"s" if n_tasks != 1 else ""}'
-        f'</div><div class="big" id="headline">{e(_pct(pass_hat.get(top)))}</div>'
-        f'<div class="sub">pass^1 {e(_pct(pass_hat.get("1")))} · {e(s.get("trials", len(trials)))} trials: '
-        f'{e(s.get("passed", 0))} passed, {e(s.get("failed", 0))} failed, {e(s.get("errored", 0))} errored</div>'
-        f'<div class="counts">{counts}</div></div>')
-    add(f'<div class="card"><h3>pass^j against j</h3>{chart(pass_hat)}</div>')
-    add(f'<div class="card" id="gate"><h3>Gate</h3>{_gate(gate)}</div></section>')
+    return ('<section id="overview" class="hero">'
+            f'<div class="card headline"><div class="label">pass^{e(top)} over {plural(len(tasks), "task")}'
+            f'</div><div class="big" id="headline">{e(pct(s["pass_hat"].get(top)))}</div>'
+            f'<div class="sub">pass^1 {e(pct(s["pass_hat"].get("1")))} · {e(s["trials"])} trials: '
+            f'{e(s["passed"])} passed, {e(s["failed"])} failed, {e(s["errored"])} errored</div>'
+            f'<div class="counts">{counts}</div></div>'
+            f'<div class="card"><h3>pass^j against j</h3>{chart(s["pass_hat"])}</div>'
+            f'<div class="card" id="gate"><h3>Gate</h3>{_gate(gate)}</div></section>')
 
-    # tasks
-    add('<section id="tasks"><h2>Tasks</h2>')
-    add('<div class="filters js-only"><button data-verdict="all" class="on">all</button>'
-        '<button data-verdict="notpassed">not passed</button><button data-verdict="flaky">flaky</button>'
-        '<button data-verdict="failed">failed</button><button data-verdict="critical">critical</button>'
-        '<input id="q" type="search" placeholder="filter tasks by name or tag" aria-label="filter tasks"></div>')
+
+def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[StoredTrial]], idx: _Index,
+           top: str) -> str:
+    """The tasks table, with the filters: verdict, a square per trial, passed, pass^k, tags."""
     rows = []
     for t in tasks:
         key = (t["domain"], t["task"])
-        name = t.get("name", t["task"])
-        crit = ' <span class="badge crit">critical</span>' if t.get("critical") else ""
-        errored = f' <span class="muted">+{e(t["errored"])} errored</span>' if t.get("errored") else ""
-        attrs = (f'data-filterable data-verdict="{e(t.get("verdict"))}" data-critical="{1 if t.get("critical") else 0}"'
-                 f' data-name="{e((name + " " + " ".join(t.get("tags") or [])).lower())}"')
-        rows.append((attrs, [
-            f'<a href="#{idx.task(*key)}">{e(name)}</a>{crit}',
-            _badge(t.get("verdict", "")),
+        crit = ' <span class="badge crit">critical</span>' if t["critical"] else ""
+        errored = f' <span class="muted">+{e(t["errored"])} errored</span>' if t["errored"] else ""
+        rows.append((_filterable(t), [
+            f'<a href="#{idx.task(*key)}">{e(t["name"])}</a>{crit}',
+            _badge(t["verdict"]),
             _dots(by_task.get(key, []), idx),
-            f'{e(t.get("passed"))}/{e(t.get("graded"))}{errored}',
-            e(_pct((t.get("pass_hat") or {}).get(top))),
-            e(", ".join(t.get("tags") or [])),
+            f'{e(t["passed"])}/{e(t["graded"])}{errored}',
+            e(pct(t["pass_hat"].get(top))),
+            e(", ".join(t["tags"])),
         ]))
     head = "".join(f"<th>{e(h)}</th>" for h in ["task", "verdict", "trials", "passed", f"pass^{top}", "tags"])
     body = "".join(f"<tr {a}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for a, cells in rows)
-    add(f'<div class="tablewrap"><table class="tasks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-        "</div></section>")
+    return ('<section id="tasks"><h2>Tasks</h2>'
+            '<div class="filters js-only"><button data-verdict="all" class="on">all</button>'
+            '<button data-verdict="notpassed">not passed</button><button data-verdict="flaky">flaky</button>'
+            '<button data-verdict="failed">failed</button><button data-verdict="critical">critical</button>'
+            '<input id="q" type="search" placeholder="filter tasks by name or tag" aria-label="filter tasks"></div>'
+            f'<div class="tablewrap"><table class="tasks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+            "</div></section>")
 
-    # failure modes
-    add('<section id="failure-modes"><h2>Failure modes</h2>')
-    modes = s.get("failure_modes") or []
-    if modes:
-        rows2 = []
-        for m in modes:
-            ex = m.get("example") or {}
-            link = idx.trial(ex.get("domain", ""), ex.get("task", ""), ex.get("trial", 0))
-            exname = idx.names.get((ex.get("domain", ""), ex.get("task", "")), ex.get("task", ""))
-            rows2.append([f"<code>{e(m.get('kind'))}</code>", f"<code>{e(m.get('id'))}</code>",
-                          f'<span class="num">{e(m.get("trials"))}</span>',
-                          f'<a href="#{link}">{e(exname)} [{e(ex.get("trial"))}]</a>: {e(ex.get("detail", ""))}'])
-        add('<div class="tablewrap">' + _table(["kind", "check", "trials", "example"], rows2) + "</div>")
-    else:
-        add('<p class="muted">No check failed.</p>')
-    add("</section>")
 
-    # tags
-    add('<section id="tags"><h2>Scores by tag</h2>')
-    tags = s.get("tags") or {}
-    if tags:
-        rows3 = [["<b>all tasks</b>", e(n_tasks)] + [e(_pct(pass_hat.get(j))) for j in js]]
-        for tag, te in tags.items():
-            ph = te.get("pass_hat") or {}
-            rows3.append([e(tag), e(te.get("tasks"))] + [e(_pct(ph.get(j))) for j in js])
-        add('<div class="tablewrap">' + _table(["tag", "tasks"] + [f"pass^{j}" for j in js], rows3) + "</div>")
-    else:
-        add('<p class="muted">No task has a tag.</p>')
-    add("</section>")
+def _failure_modes(modes: Sequence[FailureMode], idx: _Index) -> str:
+    """Failed checks across trials, each with an example linking to its trial."""
+    if not modes:
+        return '<section id="failure-modes"><h2>Failure modes</h2><p class="muted">No check failed.</p></section>'
+    rows = []
+    for m in modes:
+        ex = m["example"]
+        link = idx.trial(ex["domain"], ex["task"], ex["trial"])
+        rows.append([f"<code>{e(m['kind'])}</code>", f"<code>{e(m['id'])}</code>",
+                     f'<span class="num">{e(m["trials"])}</span>',
+                     f'<a href="#{link}">{e(idx.name(ex["domain"], ex["task"]))} [{e(ex["trial"])}]</a>: '
+                     f'{e(ex["detail"])}'])
+    return ('<section id="failure-modes"><h2>Failure modes</h2><div class="tablewrap">'
+            + _table(["kind", "check", "trials", "example"], rows) + "</div></section>")
 
-    # soft rules
-    add('<section id="soft-rules"><h2>Soft rules <span class="muted small">(reported, never fail a trial)</span></h2>')
-    soft = s.get("soft_rules") or []
-    if soft:
-        rows4 = []
-        for r in soft:
-            scope = f"trials that called {r['tool']}" if r.get("tool") else "trials"
-            rows4.append([f"<code>{e(r.get('id'))}</code>", e(_pct(r.get("rate"))),
-                          e(f"broken in {r.get('broken')} of {r.get('applied')} {scope}")])
-        add('<div class="tablewrap">' + _table(["rule", "broken", ""], rows4) + "</div>")
-    else:
-        add('<p class="muted">The domain has no soft rule.</p>')
-    add("</section>")
 
-    # usage, cost, latency
-    add(f'<section id="usage"><h2>Usage, cost and latency</h2><div class="card">{_usage(s, trials)}</div></section>')
+def _tags(s: Summary) -> str:
+    """pass^j for every j over all tasks, then per tag."""
+    tags = s["tags"]
+    if not tags:
+        return '<section id="tags"><h2>Scores by tag</h2><p class="muted">No task has a tag.</p></section>'
+    js = sorted(s["pass_hat"], key=int)
+    rows = [["<b>all tasks</b>", e(len(s["tasks"]))] + [e(pct(s["pass_hat"].get(j))) for j in js]]
+    for tag, score in tags.items():
+        rows.append([e(tag), e(score["tasks"])] + [e(pct(score["pass_hat"].get(j))) for j in js])
+    return ('<section id="tags"><h2>Scores by tag</h2><div class="tablewrap">'
+            + _table(["tag", "tasks"] + [f"pass^{j}" for j in js], rows) + "</div></section>")
 
-    errored_trials = s.get("errored_trials") or []
-    if errored_trials:
-        add('<section id="errored"><h2>Errored trials <span class="muted small">(left out of pass^k)</span></h2><ul>')
-        for x in errored_trials:
-            name = idx.names.get((x.get("domain", ""), x.get("task", "")), x.get("task", ""))
-            add(f'<li><a href="#{idx.trial(x.get("domain", ""), x.get("task", ""), x.get("trial", 0))}">'
-                f'{e(name)} [{e(x.get("trial"))}]</a>: {e(x.get("error"))}</li>')
-        add("</ul></section>")
 
-    # trials
-    add('<section id="trials"><h2>Trials</h2><div class="filters js-only">'
-        '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
-        "</button></div>")
-    for t in tasks:
-        key = (t["domain"], t["task"])
-        name = t.get("name", t["task"])
-        crit = '<span class="badge crit">critical</span>' if t.get("critical") else ""
-        tags_txt = f'<span class="muted">{e(", ".join(t.get("tags") or []))}</span>' if t.get("tags") else ""
-        attrs = (f'data-filterable data-verdict="{e(t.get("verdict"))}" data-critical="{1 if t.get("critical") else 0}"'
-                 f' data-name="{e((name + " " + " ".join(t.get("tags") or [])).lower())}"')
-        add(f'<div class="task" id="{idx.task(*key)}" {attrs}><div class="task-head"><h3>{e(name)}</h3>'
-            f'{_badge(t.get("verdict", ""))}{crit}<span class="muted">{e(t.get("passed"))}/{e(t.get("graded"))} '
-            f'passed · pass^{e(top)} {e(_pct((t.get("pass_hat") or {}).get(top)))}</span>{tags_txt}</div>')
-        for one in by_task.get(key, []):
-            add(_trial(one, idx))
-        add("</div>")
-    add("</section></main>")
+def _soft_rules(rules: Sequence[SoftRuleRate]) -> str:
+    """How often each soft rule was broken where it applied."""
+    head = ('<section id="soft-rules"><h2>Soft rules <span class="muted small">(reported, never fail a trial)</span>'
+            "</h2>")
+    if not rules:
+        return head + '<p class="muted">The domain has no soft rule.</p></section>'
+    rows = []
+    for r in rules:
+        scope = f"trials that called {r['tool']}" if r["tool"] else "trials"
+        rows.append([f"<code>{e(r['id'])}</code>", e(pct(r["rate"])),
+                     e(f"broken in {r['broken']} of {r['applied']} {scope}")])
+    return head + '<div class="tablewrap">' + _table(["rule", "broken", ""], rows) + "</div></section>"
 
-    doms = " · ".join(f"{e(d.get('name'))} <code>{e(d.get('path'))}</code> sha256 {e(str(d.get('sha256'))[:12])}"
-                      for d in run.get("domains") or [])
-    add(f'<footer>{doms}<br>written by {e(writer.get("name", "pytest-sandtable"))} {e(writer.get("version", ""))} · '
-        f"results schema {e(results.get('schema_version', ''))}</footer>")
-    add(f"<script>{_JS}</script></body></html>\n")
-    return "".join(out)
+
+def _cost_notes(cost: object) -> str:
+    """Where the costs come from. ``cost`` is the summary's: readers accept any JSON value
+    there (the schema leaves it open), so anything but an object reads as not computed."""
+    if not isinstance(cost, Mapping):
+        return "Cost not computed."
+    notes = []
+    currency = str(cost.get("currency") or "USD")
+    as_of = cost.get("prices_as_of")
+    notes.append(f"Cost estimated at list prices{f' as of {e(as_of)}' if as_of else ''} ({e(currency)})"
+                 "; a --sandtable-prices file adds or overrides prices.")
+    unpriced = [str(m) for m in cost.get("unpriced") or []]
+    if unpriced:
+        notes.append(f"No price for {', '.join(f'<code>{e(m)}</code>' for m in unpriced)}: its cost is n/a.")
+    return " ".join(notes)
+
+
+def _usage_table(s: Summary) -> str:
+    """Tokens and estimated cost per side and model with a total row, and the prices' date."""
+    from .usage import COST_HEADERS_WITH_CALLS, cost_rows
+
+    cost = s.get("cost")
+    rows = cost_rows(s["usage"], cost if isinstance(cost, Mapping) else None, calls=True)
+    if not rows:
+        return ('<p class="muted small">No model calls were recorded (a scripted user and a model-free agent), '
+                "so there is no cost.</p>")
+    cells = [[e(side) if side != "total" else "<b>total</b>", f"<code>{e(model)}</code>" if model else "",
+              *(e(x) for x in rest)] for side, model, *rest in rows]
+    total = "total" if rows[-1][0] == "total" else ""
+    return ('<div class="tablewrap">' + _table(COST_HEADERS_WITH_CALLS, cells, "usage", num=range(2, 8),
+                                               last_row_cls=total) + "</div>"
+            + f'<p class="muted small">{_cost_notes(cost)}</p>')
+
+
+def _usage(s: Summary, trials: Sequence[StoredTrial]) -> str:
+    """The usage, cost and latency card: the usage table, agent turn latency and trial time."""
+    lat = s["latency"]
+    total_time = sum(float(t["duration"]) for t in trials)
+    per = duration(total_time / len(trials)) if trials else "n/a"
+    kv = [("agent turn latency", f"p50 {duration(lat['p50'])} · p95 {duration(lat['p95'])} "
+                                 f"over {plural(lat['turns'], 'turn')}"),
+          ("trial time", f"{duration(total_time)} in all, {per} per trial")]
+    return ('<section id="usage"><h2>Usage, cost and latency</h2><div class="card">' + _usage_table(s)
+            + '<dl class="kv">' + "".join(f"<dt>{e(a)}</dt><dd>{e(b)}</dd>" for a, b in kv) + "</dl></div></section>")
+
+
+def _errored(errored: Sequence[ErroredTrial], idx: _Index) -> str:
+    """The trials that errored and why, each linking to its trial."""
+    if not errored:
+        return ""
+    items = "".join(f'<li><a href="#{idx.trial(x["domain"], x["task"], x["trial"])}">'
+                    f'{e(idx.name(x["domain"], x["task"]))} [{e(x["trial"])}]</a>: {e(x["error"])}</li>'
+                    for x in errored)
+    return (f'<section id="errored"><h2>Errored trials <span class="muted small">(left out of pass^k)</span></h2>'
+            f"<ul>{items}</ul></section>")
+
+
+def _task_trials(t: TaskSummary, trials: Sequence[StoredTrial], idx: _Index, top: str) -> str:
+    """A task's card: its verdict and pass^k, then each of its trials."""
+    crit = '<span class="badge crit">critical</span>' if t["critical"] else ""
+    tags = f'<span class="muted">{e(", ".join(t["tags"]))}</span>' if t["tags"] else ""
+    return (f'<div class="task" id="{idx.task(t["domain"], t["task"])}" {_filterable(t)}><div class="task-head">'
+            f'<h3>{e(t["name"])}</h3>{_badge(t["verdict"])}{crit}<span class="muted">{e(t["passed"])}/'
+            f'{e(t["graded"])} passed · pass^{e(top)} {e(pct(t["pass_hat"].get(top)))}</span>{tags}</div>'
+            + "".join(_trial(one, idx) for one in trials) + "</div>")
+
+
+def _trials(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[StoredTrial]], idx: _Index,
+            top: str) -> str:
+    """Every trial, task by task: failing ones open, passing ones folded."""
+    return ('<section id="trials"><h2>Trials</h2><div class="filters js-only">'
+            '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
+            "</button></div>"
+            + "".join(_task_trials(t, by_task.get((t["domain"], t["task"]), []), idx, top) for t in tasks)
+            + "</section>")
+
+
+def _footer(doc: Results) -> str:
+    """The domain files with their hashes, and what wrote the results."""
+    doms = " · ".join(f"{e(d['name'])} <code>{e(d['path'])}</code> sha256 {e(str(d['sha256'])[:12])}"
+                      for d in doc["run"]["domains"])
+    writer = doc["writer"]
+    return (f'<footer>{doms}<br>written by {e(writer["name"])} {e(writer["version"])} · '
+            f"results schema {e(doc['schema_version'])}</footer>")
+
+
+def render_report(results: Mapping[str, Any]) -> str:
+    """The HTML report of a results.json document (see docs/results.md)."""
+    doc = _complete(results)
+    run, s = doc["run"], doc["summary"]
+    tasks = s["tasks"]
+    idx = _Index(tasks)
+    by_task = _trials_by_task(doc["trials"])
+    top = _top_j(s)
+    title = ", ".join([d["name"] for d in run["domains"]] or s["domains"]) or "sandtable run"
+    return "".join([
+        _head(doc, title, top),
+        _header(run, s, title),
+        "<main>",
+        _not_loaded(run),
+        _overview(s, doc["gate"], top),
+        _tasks(tasks, by_task, idx, top),
+        _failure_modes(s["failure_modes"], idx),
+        _tags(s),
+        _soft_rules(s["soft_rules"]),
+        _usage(s, doc["trials"]),
+        _errored(s["errored_trials"], idx),
+        _trials(tasks, by_task, idx, top),
+        "</main>",
+        _footer(doc),
+        f"<script>{_JS}</script></body></html>\n",
+    ])

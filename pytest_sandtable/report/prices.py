@@ -28,6 +28,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from .fmt import clip
+
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 """The kinds of tokens a price entry prices (USD per million tokens)."""
 _ENTRY_KEYS = (*PRICE_FIELDS, "note")
@@ -82,7 +84,7 @@ def load_prices(path: str | os.PathLike[str]) -> Prices:
         try:
             data: Any = json.loads(text)
         except json.JSONDecodeError as e:
-            raise PricesError(f"prices file {name}, line {e.lineno}: not valid JSON: {_clip(e.msg)}") from None
+            raise PricesError(f"prices file {name}, line {e.lineno}: not valid JSON: {clip(e.msg, _CLIP)}") from None
     else:
         import yaml
 
@@ -92,7 +94,7 @@ def load_prices(path: str | os.PathLike[str]) -> Prices:
             mark = getattr(e, "problem_mark", None)
             where = f", line {mark.line + 1}" if mark is not None else ""
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise PricesError(f"prices file {name}{where}: not valid YAML: {_clip(problem)}") from None
+            raise PricesError(f"prices file {name}{where}: not valid YAML: {clip(problem, _CLIP)}") from None
     if data is None:
         raise PricesError(f"prices file {name}: empty; {_EXPECTED}")
     if not isinstance(data, Mapping):
@@ -172,14 +174,9 @@ def _entries(models: Mapping[Any, Any], name: str,
     return out
 
 
-def _clip(text: str, limit: int = _CLIP) -> str:
-    """At most ``limit`` characters of ``text``, ``...`` marking a cut."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _shown(v: Any) -> str:
     """``repr(v)``, cut to at most 80 characters."""
-    return _clip(repr(v))
+    return clip(repr(v), _CLIP)
 
 
 def _kind(v: Any) -> str:

@@ -26,10 +26,12 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
+from .fmt import clip, plural
+from .types import Gate, Options, Results, Run, StoredTrial, Summary, TaskVerdict
 
 __all__ = [
     "REPORT_FILE",
@@ -112,22 +114,24 @@ class RunMeta:
     # why the run ended before every collected trial ran (-x, --maxfail, Ctrl-C); None: it did not
     stopped_early: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Run:
         """The ``run`` object (``command`` goes to ``writer``)."""
-        d: dict[str, Any] = {
-            "domains": [dict(x) for x in self.domains],
+        d: Run = {
+            "domains": [{"name": x["name"], "path": x["path"], "sha256": x["sha256"]} for x in self.domains],
             "agent": self.agent,
             "user": self.user,
             "k": self.k,
             "run_seed": self.run_seed,
-            "options": dict(self.options),
+            # the callers collect the options under the schema's names, some of them None
+            "options": cast(Options, dict(self.options)),
             "started_at": self.started_at or iso_utc(),
             "finished_at": self.finished_at or iso_utc(),
         }
         if self.shards is not None:
-            d["shards"] = [dict(s) for s in self.shards]
+            d["shards"] = [{"writer_version": s["writer_version"], "started_at": s["started_at"],
+                            "finished_at": s["finished_at"], "trials": s["trials"]} for s in self.shards]
         if self.collection_errors is not None:
-            d["collection_errors"] = [dict(c) for c in self.collection_errors]
+            d["collection_errors"] = [{"path": c["path"], "message": c["message"]} for c in self.collection_errors]
         if self.stopped_early:
             d["stopped_early"] = self.stopped_early
         return d
@@ -137,27 +141,15 @@ def _as_trial(t: TrialResult | Mapping[str, Any]) -> TrialResult:
     return t if isinstance(t, TrialResult) else TrialResult.from_dict(dict(t))
 
 
-def build_results(
-    trials: Iterable[TrialResult | Mapping[str, Any]],
-    run_meta: RunMeta,
-    *,
-    fail_under: float | None = None,
-    floors: Mapping[str, float] | None = None,
-    prices: Mapping[str, Mapping[str, float]] | None = None,
-) -> dict[str, Any]:
-    """The results.json document for these trials: every trial (in a stable order,
-    whatever order they finished in), per-task verdicts, the summary and the gates'
-    outcome (critical tasks and domain files that did not load are always checked;
-    fail-under and floors when given)."""
-    from .gates import evaluate
-    from .summary import order_trials, summarize
+def _stored(t: TrialResult) -> StoredTrial:
+    """A trial as ``trials[]`` stores it. :meth:`TrialResult.to_dict` writes exactly these
+    fields; it returns a plain dict because the engine may not import the report's types."""
+    return cast(StoredTrial, t.to_dict())
 
-    ts = order_trials(_as_trial(t) for t in trials)
-    summary = summarize(ts, k=run_meta.k, prices=prices)
-    floors = dict(floors or {})
-    outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
-                       stopped_early=run_meta.stopped_early)
-    tasks = [
+
+def _task_verdicts(summary: Summary) -> list[TaskVerdict]:
+    """``tasks[]``: each task's verdict and counts, in the summary's order (critical first)."""
+    return [
         {
             "domain": e["domain"],
             "task": e["task"],
@@ -171,14 +163,37 @@ def build_results(
         }
         for e in summary["tasks"]
     ]
+
+
+def build_results(
+    trials: Iterable[TrialResult | Mapping[str, Any]],
+    run_meta: RunMeta,
+    *,
+    fail_under: float | None = None,
+    floors: Mapping[str, float] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+) -> Results:
+    """The results.json document for these trials: every trial (in a stable order,
+    whatever order they finished in), per-task verdicts, the summary and the gates'
+    outcome (critical tasks and domain files that did not load are always checked;
+    fail-under and floors when given)."""
+    from .gates import evaluate
+    from .summary import order_trials, summarize
+
+    ts = order_trials(_as_trial(t) for t in trials)
+    summary = summarize(ts, k=run_meta.k, prices=prices)
+    floors = dict(floors or {})
+    outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
+                       stopped_early=run_meta.stopped_early)
     return {
         "schema_version": SCHEMA_VERSION,
         "writer": {"name": "pytest-sandtable", "version": _writer_version(), "command": run_meta.command},
         "run": run_meta.to_dict(),
-        "trials": [t.to_dict() for t in ts],
-        "tasks": tasks,
+        "trials": [_stored(t) for t in ts],
+        "tasks": _task_verdicts(summary),
         "summary": summary,
-        "gate": outcome.to_dict(fail_under, floors),
+        # GateOutcome.to_dict writes the schema's gate object, as a plain dict
+        "gate": cast(Gate, outcome.to_dict(fail_under, floors)),
     }
 
 
@@ -363,10 +378,6 @@ def _where(path: Iterable[Any]) -> str:
     return out or "(top level)"
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -> None:
     """Check a parsed results.json: its ``schema_version`` (another major version is
     refused) and the JSON Schema. Raises :class:`ResultsError` listing what is wrong."""
@@ -396,11 +407,10 @@ def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -
         for e in errors[:5]:
             if e.context:
                 e = best_match(e.context)
-            lines.append(f"{_where(e.absolute_path)}: {_short(e.message)}")
+            lines.append(f"{_where(e.absolute_path)}: {clip(e.message, 160)}")
         more = f"\n  ... and {len(errors) - 5} more" if len(errors) > 5 else ""
-        n = len(errors)
         raise ResultsError(
-            file, f"does not match the results schema {SCHEMA_VERSION} ({n} problem{'s' if n != 1 else ''}):\n  "
+            file, f"does not match the results schema {SCHEMA_VERSION} ({plural(len(errors), 'problem')}):\n  "
             + "\n  ".join(lines) + more
         )
 

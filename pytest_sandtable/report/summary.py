@@ -1,7 +1,7 @@
 """Aggregating trials: pass^j, verdicts per task, failure modes, soft rules, usage.
 
-The summary is a plain JSON-compatible dict, so the terminal, results.json and
-the HTML report all render the same numbers.
+The summary is a JSON-compatible dict (typed as :class:`~pytest_sandtable.report.types.Summary`),
+so the terminal, results.json and the HTML report all render the same numbers.
 """
 
 from __future__ import annotations
@@ -11,6 +11,19 @@ from math import comb
 from typing import Any
 
 from ..engine.results import ERRORED, PASSED, TrialResult
+from .types import (
+    Cost,
+    ErroredTrial,
+    FailureMode,
+    Latency,
+    PassHat,
+    SoftRuleRate,
+    Summary,
+    SummaryUsage,
+    TagScore,
+    TaskSummary,
+    UsageByModel,
+)
 
 VERDICT_ORDER = {"failed": 0, "flaky": 1, "skipped": 2, "passed": 3}
 
@@ -65,85 +78,105 @@ def order_trials(trials: Iterable[TrialResult]) -> list[TrialResult]:
     return sorted(trials, key=key)
 
 
-def cost_summary(
-    usage: Mapping[str, Mapping[str, Mapping[str, int]]], prices: Mapping[str, Mapping[str, float]] | None = None
-) -> dict[str, Any]:
-    """Estimated cost at list prices per side and model (None where the price is unknown)."""
-    from .prices import all_prices, builtin_prices_as_of, estimate_cost
-
-    table = prices if prices is not None else all_prices(None)
-    out: dict[str, Any] = {"currency": "USD", "prices_as_of": builtin_prices_as_of()}
-    total = 0.0
-    unpriced: list[str] = []
-    for side in ("agent", "user"):
-        costs = estimate_cost(usage.get(side) or {}, table)
-        out[side] = costs
-        for model, c in costs.items():
-            if c is None:
-                unpriced.append(model)
-            else:
-                total += c
-    out["total"] = total
-    out["unpriced"] = sorted(set(unpriced))
-    return out
+def _graded(trials: Iterable[TrialResult]) -> list[TrialResult]:
+    """The trials that were graded: errored ones are left out of every rate."""
+    return [t for t in trials if t.verdict != ERRORED]
 
 
-def summarize(
-    trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None
-) -> dict[str, Any]:
-    """The run's figures. ``prices`` (model -> per-million-token prices) defaults to the
-    built-in list prices; models without a price get a cost of None ("n/a")."""
-    trials = order_trials(trials)
-    multi = len({t.domain for t in trials}) > 1
-    # two domain files may share a `name`: their tasks stay apart, told apart by file
+# --------------------------------------------------------------------------- verdicts per task
+
+
+_TaskKey = tuple[str, str, str]  # (domain, file, task)
+
+
+def _trials_by_task(trials: Sequence[TrialResult]) -> dict[_TaskKey, list[TrialResult]]:
+    """The trials of each task, tasks in the order their first trial comes. Two domain
+    files may share a ``name``: their tasks stay apart, told apart by file."""
+    by_task: dict[_TaskKey, list[TrialResult]] = {}
+    for t in trials:
+        by_task.setdefault((t.domain, _file(t), t.task), []).append(t)
+    return by_task
+
+
+def _task_names(by_task: Mapping[_TaskKey, Sequence[TrialResult]]) -> dict[_TaskKey, str]:
+    """The name tables show for each task: ``task``, or ``domain/task`` when the run has
+    several domains, plus ``(file)`` when two files hold a task of the same domain and name."""
+    multi = len({domain for domain, _, _ in by_task}) > 1
     files_of: dict[tuple[str, str], set[str]] = {}
-    for t in trials:
-        files_of.setdefault((t.domain, t.task), set()).add(_file(t))
-    tasks: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for t in trials:
-        key = (t.domain, _file(t), t.task)
-        e = tasks.get(key)
-        if e is None:
-            name = f"{t.domain}/{t.task}" if multi else t.task
-            if len(files_of[(t.domain, t.task)]) > 1:
-                name += f" ({_file(t)})"
-            e = tasks[key] = {
-                "domain": t.domain,
-                "task": t.task,
-                "name": name,
-                "tags": list(t.tags),
-                "critical": t.critical,
-                "trials": 0,
-                "graded": 0,
-                "passed": 0,
-                "errored": 0,
-            }
-        e["trials"] += 1
-        if t.verdict == ERRORED:
-            e["errored"] += 1
-        else:
-            e["graded"] += 1
-            e["passed"] += t.verdict == PASSED
-    k = k or max((t.trial for t in trials), default=1)
-    kmax = max([k] + [e["graded"] for e in tasks.values()])
-    js = list(range(1, kmax + 1))
-    for e in tasks.values():
-        e["verdict"] = task_verdict(e["graded"], e["passed"])
-        e["pass_hat"] = {str(j): pass_hat(e["passed"], e["graded"], j) for j in js}
-    task_list = sorted(tasks.values(), key=lambda e: (not e["critical"], VERDICT_ORDER[e["verdict"]]))
-    overall = {str(j): _mean(e["pass_hat"][str(j)] for e in tasks.values()) for j in js}
-    tags: dict[str, dict[str, Any]] = {}
-    for tag in sorted({tag for e in tasks.values() for tag in e["tags"]}):
-        mine = [e for e in tasks.values() if tag in e["tags"]]
-        tags[tag] = {
-            "tasks": len(mine),
-            "pass_hat": {str(j): _mean(e["pass_hat"][str(j)] for e in mine) for j in js},
-        }
+    for domain, file, task in by_task:
+        files_of.setdefault((domain, task), set()).add(file)
+    names = {}
+    for domain, file, task in by_task:
+        name = f"{domain}/{task}" if multi else task
+        if len(files_of[(domain, task)]) > 1:
+            name += f" ({file})"
+        names[(domain, file, task)] = name
+    return names
 
-    modes: dict[tuple[str, str], dict[str, Any]] = {}
-    for t in trials:
-        if t.verdict == ERRORED:
-            continue
+
+def _task_summary(name: str, trials: Sequence[TrialResult], js: Sequence[str]) -> TaskSummary:
+    """A task's verdict and pass^j over its trials (``trials`` all of the one task)."""
+    first = trials[0]
+    graded = len(_graded(trials))
+    passed = sum(t.verdict == PASSED for t in trials)
+    return {
+        "domain": first.domain,
+        "task": first.task,
+        "name": name,
+        "tags": list(first.tags),
+        "critical": first.critical,
+        "trials": len(trials),
+        "graded": graded,
+        "passed": passed,
+        "errored": len(trials) - graded,
+        "verdict": task_verdict(graded, passed),
+        "pass_hat": {j: pass_hat(passed, graded, int(j)) for j in js},
+    }
+
+
+def pass_hat_js(by_task: Mapping[_TaskKey, Sequence[TrialResult]], k: int) -> list[str]:
+    """The j of pass^j, as text: 1 .. k, or 1 .. the most graded trials of a task when
+    one has more than k."""
+    kmax = max([k] + [len(_graded(ts)) for ts in by_task.values()])
+    return [str(j) for j in range(1, kmax + 1)]
+
+
+def task_summaries(by_task: Mapping[_TaskKey, Sequence[TrialResult]], js: Sequence[str]) -> list[TaskSummary]:
+    """Every task's verdict and pass^j, tasks in the order of their first trial."""
+    names = _task_names(by_task)
+    return [_task_summary(names[key], ts, js) for key, ts in by_task.items()]
+
+
+def _critical_then_worst(tasks: Iterable[TaskSummary]) -> list[TaskSummary]:
+    """Critical tasks first, then failed, flaky, skipped, passed (stable otherwise)."""
+    return sorted(tasks, key=lambda e: (not e["critical"], VERDICT_ORDER[e["verdict"]]))
+
+
+# --------------------------------------------------------------------------- the pass^j table
+
+
+def overall_pass_hat(tasks: Sequence[TaskSummary], js: Sequence[str]) -> PassHat:
+    """pass^j averaged over the tasks with at least j graded trials."""
+    return {j: _mean(e["pass_hat"][j] for e in tasks) for j in js}
+
+
+def tag_scores(tasks: Sequence[TaskSummary], js: Sequence[str]) -> dict[str, TagScore]:
+    """Per tag, sorted by tag: how many tasks have it and their average pass^j."""
+    scores: dict[str, TagScore] = {}
+    for tag in sorted({tag for e in tasks for tag in e["tags"]}):
+        mine = [e for e in tasks if tag in e["tags"]]
+        scores[tag] = {"tasks": len(mine), "pass_hat": {j: _mean(e["pass_hat"][j] for e in mine) for j in js}}
+    return scores
+
+
+# --------------------------------------------------------------------------- failure modes and soft rules
+
+
+def failure_modes(trials: Iterable[TrialResult]) -> list[FailureMode]:
+    """Failed checks of graded trials grouped by ``(kind, id)``, most frequent first, each
+    with the tasks it hit and its first occurrence as an example."""
+    modes: dict[tuple[str, str], FailureMode] = {}
+    for t in _graded(trials):
         for c in t.failed_checks:
             m = modes.get((c.kind, c.id))
             if m is None:
@@ -157,30 +190,92 @@ def summarize(
             m["trials"] += 1
             if t.task not in m["tasks"]:
                 m["tasks"].append(t.task)
-    failure_modes = sorted(modes.values(), key=lambda m: (-m["trials"], m["kind"], m["id"]))
+    return sorted(modes.values(), key=lambda m: (-m["trials"], m["kind"], m["id"]))
 
-    soft: dict[str, dict[str, Any]] = {}
-    for t in trials:
-        if t.verdict == ERRORED:
-            continue
+
+def soft_rules(trials: Iterable[TrialResult]) -> list[SoftRuleRate]:
+    """Per soft rule, sorted by id: in how many graded trials it applied (its tool was
+    attempted) and was broken there, and that rate (None where it never applied)."""
+    flags: dict[str, list[Mapping[str, Any]]] = {}
+    for t in _graded(trials):
         for rid, s in t.soft.items():
-            e = soft.setdefault(rid, {"id": rid, "tool": s.get("tool"), "applied": 0, "broken": 0})
-            e["applied"] += bool(s.get("applied"))
-            e["broken"] += bool(s.get("broken")) and bool(s.get("applied"))
-    for e in soft.values():
-        e["rate"] = e["broken"] / e["applied"] if e["applied"] else None
+            flags.setdefault(rid, []).append(s)
+    rates: list[SoftRuleRate] = []
+    for rid in sorted(flags):
+        applied = sum(bool(s.get("applied")) for s in flags[rid])
+        broken = sum(bool(s.get("broken")) and bool(s.get("applied")) for s in flags[rid])
+        rates.append({"id": rid, "tool": flags[rid][0].get("tool"), "applied": applied, "broken": broken,
+                      "rate": broken / applied if applied else None})
+    return rates
 
-    usage: dict[str, dict[str, dict[str, int]]] = {"agent": {}, "user": {}}
-    for t in trials:
-        for side in ("agent", "user"):
-            for model, u in (t.usage.get(side) or {}).items():
-                acc = usage[side].setdefault(model, {})
-                for f, v in u.items():
-                    acc[f] = acc.get(f, 0) + int(v)
-    lat = [x for t in trials for x in t.latency]
-    errored = [
+
+def errored_trials(trials: Iterable[TrialResult]) -> list[ErroredTrial]:
+    """The trials that errored (not graded) and why."""
+    return [
         {"task": t.task, "domain": t.domain, "trial": t.trial, "error": t.error} for t in trials if t.verdict == ERRORED
     ]
+
+
+# --------------------------------------------------------------------------- usage, cost, latency
+
+
+def usage_totals(trials: Iterable[TrialResult]) -> SummaryUsage:
+    """Token counters summed by side and model, errored trials included (they cost all the same)."""
+    usage: SummaryUsage = {"agent": {}, "user": {}}
+    for t in trials:
+        _add_usage(usage["agent"], t.usage.get("agent") or {})
+        _add_usage(usage["user"], t.usage.get("user") or {})
+    return usage
+
+
+def _add_usage(into: UsageByModel, by_model: Mapping[str, Mapping[str, Any]]) -> None:
+    for model, u in by_model.items():
+        acc = into.setdefault(model, {})
+        for f, v in u.items():
+            acc[f] = acc.get(f, 0) + int(v)
+
+
+def cost_summary(usage: SummaryUsage, prices: Mapping[str, Mapping[str, float]] | None = None) -> Cost:
+    """Estimated cost at list prices per side and model (None where the price is unknown)."""
+    from .prices import all_prices, builtin_prices_as_of, estimate_cost
+
+    table = prices if prices is not None else all_prices(None)
+    agent = estimate_cost(usage.get("agent") or {}, table)
+    user = estimate_cost(usage.get("user") or {}, table)
+    costs = [*agent.items(), *user.items()]
+    return {
+        "currency": "USD",
+        "prices_as_of": builtin_prices_as_of(),
+        "agent": agent,
+        "user": user,
+        "total": sum((c for _, c in costs if c is not None), 0.0),
+        "unpriced": sorted({model for model, c in costs if c is None}),
+    }
+
+
+def latency(trials: Iterable[TrialResult]) -> Latency:
+    """Agent turn latency over all trials: how many turns, p50 and p95 in seconds."""
+    lat = [x for t in trials for x in t.latency]
+    return {"turns": len(lat), "p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95)}
+
+
+# --------------------------------------------------------------------------- the summary
+
+
+def summarize(
+    trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None
+) -> Summary:
+    """The run's figures. ``prices`` (model -> per-million-token prices) defaults to the
+    built-in list prices; models without a price get a cost of None ("n/a")."""
+    trials = order_trials(trials)
+    k = k or max((t.trial for t in trials), default=1)
+    by_task = _trials_by_task(trials)
+    js = pass_hat_js(by_task, k)
+    # the averages add the tasks up in the order of their trials; the table lists the worst first
+    tasks = task_summaries(by_task, js)
+    overall = overall_pass_hat(tasks, js)
+    errored = errored_trials(trials)
+    usage = usage_totals(trials)
     return {
         "k": k,
         "trials": len(trials),
@@ -189,97 +284,14 @@ def summarize(
         "errored": len(errored),
         "errored_trials": errored,
         "pass_hat": overall,
-        "tags": tags,
-        "tasks": task_list,
-        "failure_modes": failure_modes,
-        "soft_rules": sorted(soft.values(), key=lambda e: e["id"]),
+        "tags": tag_scores(tasks, js),
+        "tasks": _critical_then_worst(tasks),
+        "failure_modes": failure_modes(trials),
+        "soft_rules": soft_rules(trials),
         "usage": usage,
         "cost": cost_summary(usage, prices),
-        "latency": {"turns": len(lat), "p50": _percentile(lat, 0.5), "p95": _percentile(lat, 0.95)},
+        "latency": latency(trials),
         "agents": sorted({t.agent for t in trials}),
         "users": sorted({t.user for t in trials}),
         "domains": sorted({t.domain for t in trials}),
     }
-
-
-def _clip(text: str, width: int) -> str:
-    """One line of at most `width` characters (the full text is in results.json and the report)."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _secs(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x * 1000:.0f} ms" if x < 1 else f"{x:.2f} s"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:.1f}%"
-
-
-def render_terminal(s: dict[str, Any]) -> list[str]:
-    from tabulate import tabulate
-
-    js = list(s["pass_hat"])
-    out: list[str] = []
-    n_tasks = len(s["tasks"])
-    out.append(
-        f"{_plural(s['trials'], 'trial')} of {_plural(n_tasks, 'task')}: {s['passed']} passed, {s['failed']} failed, "
-        f"{s['errored']} errored (left out of pass^k)   agent: {', '.join(s['agents'])}   user: {', '.join(s['users'])}"
-    )
-    out.append("")
-    rows = [["all tasks", len(s["tasks"])] + [pct(s["pass_hat"][j]) for j in js]]
-    for tag, e in s["tags"].items():
-        rows.append([f"tag {tag}", e["tasks"]] + [pct(e["pass_hat"][j]) for j in js])
-    out.extend(tabulate(rows, headers=["pass^k", "tasks"] + [f"pass^{j}" for j in js],
-                        tablefmt="simple", disable_numparse=True).splitlines())
-    out.append("")
-    rows = []
-    for e in s["tasks"]:
-        rows.append([e["name"] + (" (critical)" if e["critical"] else ""), e["verdict"],
-                     f"{e['passed']}/{e['graded']}" + (f" +{e['errored']} errored" if e["errored"] else ""),
-                     ", ".join(e["tags"])])
-    out.extend(tabulate(rows, headers=["task", "verdict", "passed", "tags"], tablefmt="simple",
-                        disable_numparse=True).splitlines())
-    if s["failure_modes"]:
-        out.append("")
-        out.append("Failure modes (failed checks across trials, most frequent first)")
-        rows = []
-        for m in s["failure_modes"]:
-            ex = m["example"]
-            rows.append([m["kind"], m["id"], f"{m['trials']}",
-                         _clip(f"{ex['task']}[{ex['trial']}]: {ex['detail']}", 100)])
-        out.extend(tabulate(rows, headers=["kind", "check", "trials", "example"], tablefmt="simple",
-                            disable_numparse=True).splitlines())
-    if s["soft_rules"]:
-        out.append("")
-        out.append("Soft rules (reported, never fail a trial)")
-        rows = []
-        for e in s["soft_rules"]:
-            scope = f"trials that called {e['tool']}" if e["tool"] else "trials"
-            rows.append([e["id"], pct(e["rate"]), f"{e['broken']} of {e['applied']} {scope}"])
-        out.extend(tabulate(rows, tablefmt="plain", disable_numparse=True).splitlines())
-    usage = s.get("usage") or {}
-    if usage.get("agent") or usage.get("user"):
-        from .usage import USAGE_HEADERS, cost_rows
-
-        usage_table = cost_rows(usage, s.get("cost") or {})
-        out.append("")
-        out.append("Usage (cost estimated at list prices)")
-        out.extend(tabulate(usage_table, headers=USAGE_HEADERS, tablefmt="simple", disable_numparse=True,
-                            colalign=("left", "left") + ("right",) * 5).splitlines())
-    lat = s.get("latency") or {}
-    if lat.get("turns"):
-        out.append("")
-        out.append(f"Agent turn latency: p50 {_secs(lat['p50'])}, p95 {_secs(lat['p95'])} over {lat['turns']} turns")
-    if s["errored_trials"]:
-        out.append("")
-        out.append("Errored trials (left out of pass^k)")
-        for e in s["errored_trials"]:
-            out.append(f"  {e['task']}[{e['trial']}]: {e['error']}")
-    return out

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..domain.conditions import format_literal
 from ..engine.results import TrialResult
+from .fmt import clip, plural
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -14,12 +15,11 @@ def _args(args: dict[str, Any]) -> str:
 
 
 def _short_json(v: Any, limit: int = 300) -> str:
-    s = json.dumps(v, ensure_ascii=False, default=str)
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    return clip(json.dumps(v, ensure_ascii=False, default=str), limit)
 
 
 def headline(r: TrialResult) -> str:
-    turns = f"{r.turns} agent turn{'s' if r.turns != 1 else ''}"
+    turns = plural(r.turns, "agent turn")
     if r.ended_by:
         how = f"ended by {r.ended_by} after {turns}"
     elif r.turns:  # an errored trial stops without an end reason

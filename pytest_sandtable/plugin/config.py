@@ -1,0 +1,220 @@
+"""Every sandtable option, read and checked once, and every stash key.
+
+:class:`RunConfig` is built at configure time (:meth:`RunConfig.load`): a bad value
+is a ``pytest.UsageError`` naming the option before anything is collected, never a
+traceback later. Every other module of the plugin reads options from it
+(:meth:`RunConfig.of`), never from ``config.getoption``.
+
+pytest imports this module at start-up in every run of a project that installs the
+plugin, so it imports only the standard library and pytest at load. The report
+modules that check a prices file or a gate value load only when one is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+__all__ = ["RUN_STATE", "RunConfig", "add_options", "is_xdist_controller", "is_xdist_worker"]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The command-line options and their ini keys (``pytest_addoption``)."""
+    group = parser.getgroup("sandtable", "pytest-sandtable: rehearse an AI agent against sandtable.yaml domains")
+    group.addoption("--sandtable-k", type=int, default=None, metavar="K",
+                    help="trials per task (ini: sandtable_k; default 1)")
+    group.addoption("--sandtable-agent", default=None, metavar="AGENT",
+                    help="the agent under test when no sandtable_agent fixture overrides it: 'reference', "
+                         "'claude:<model>', 'openai:<model>', 'http(s)://<url>' or 'module:attr' "
+                         "(ini: sandtable_agent; default reference)")
+    group.addoption("--sandtable-user", default=None, metavar="USER",
+                    help="the simulated user: 'scripted', 'claude:<model>', 'openai:<model>' or 'module:attr' "
+                         "(ini: sandtable_user; default scripted)")
+    group.addoption("--sandtable-seed", type=int, default=None, metavar="N",
+                    help="run seed; each trial's seed derives from (run seed, task, trial) (default 0)")
+    group.addoption("--sandtable-agent-base-url", default=None, metavar="URL",
+                    help="base URL of the OpenAI-compatible endpoint for openai:<model> agents "
+                         "(default: $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+    group.addoption("--sandtable-user-base-url", default=None, metavar="URL",
+                    help="base URL of the OpenAI-compatible endpoint for openai:<model> simulated users")
+    group.addoption("--sandtable-temperature", type=float, default=None, metavar="T",
+                    help="sampling temperature for model-backed agents and users (default: the model's)")
+    group.addoption("--sandtable-max-tokens", type=int, default=None, metavar="N",
+                    help="output-token limit per model call of model-backed agents and users (default 4096)")
+    group.addoption("--sandtable-timeout", type=float, default=None, metavar="SECONDS",
+                    help="timeout of one model or endpoint call (ini: sandtable_timeout; default 60)")
+    group.addoption("--sandtable-trial-timeout", type=float, default=None, metavar="SECONDS",
+                    help="timeout of a whole trial (ini: sandtable_trial_timeout; default 900)")
+    group.addoption("--sandtable-retries", type=int, default=None, metavar="N",
+                    help="retries of a model or endpoint call where safe (default 4)")
+    group.addoption("--sandtable-prices", default=None, metavar="FILE",
+                    help="a YAML or JSON file of per-model prices for models without built-in list prices")
+    group.addoption("--sandtable-concurrency", type=int, default=None, metavar="N",
+                    help="trials in flight at once in one pytest process (ini: sandtable_concurrency; default 1)")
+    group.addoption("--sandtable-out", default=None, metavar="DIR",
+                    help="where results.json and report.html go (default .sandtable/runs/<timestamp>-<domain>/)")
+    group.addoption("--sandtable-fail-under", type=float, default=None, metavar="PCT",
+                    help="gate: fail the run when the highest pass^k is below PCT percent (0-100, e.g. 85)")
+    group.addoption("--sandtable-floor", action="append", default=[], metavar="TAG=PCT",
+                    help="gate: fail the run when a tag's highest pass^k is below PCT percent (repeatable)")
+    parser.addini("sandtable_k", "trials per task", default="1")
+    parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
+    parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
+    parser.addini("sandtable_retries", "retries of a model or endpoint call where safe", default="4")
+    parser.addini("sandtable_concurrency", "trials in flight at once in one pytest process", default="1")
+    parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent)", default="reference")
+    parser.addini("sandtable_user", "the simulated user (see --sandtable-user)", default="scripted")
+    parser.addini("sandtable_seed", "run seed", default="0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every sandtable option of one pytest run, checked. An option given on the command
+    line wins over its ini key; both name the option in a usage error."""
+
+    k: int  # trials per task
+    agent: str  # the agent spec: --sandtable-agent, else the ini's sandtable_agent
+    user: str  # the simulated user's spec, likewise
+    # --sandtable-agent / --sandtable-user as given on the command line (None: not given)
+    agent_arg: str | None
+    user_arg: str | None
+    seed: int  # the run seed
+    agent_base_url: str | None
+    user_base_url: str | None
+    temperature: float | None  # None: the model's own
+    max_tokens: int
+    timeout: float  # seconds, of one model or endpoint call
+    trial_timeout: float  # seconds, of a whole trial
+    retries: int
+    prices_file: str | None  # --sandtable-prices, as given
+    # the built-in list prices with the prices file's on top; None without a file (the
+    # summary then prices with the built-in ones alone)
+    prices: Mapping[str, Mapping[str, float]] | None
+    concurrency: int  # trials in flight at once in this process
+    out_dir: Path | None  # --sandtable-out, resolved against where pytest started; None: the default
+    fail_under: float | None  # percent
+    floors: Mapping[str, float]  # tag -> percent
+
+    @classmethod
+    def load(cls, config: pytest.Config) -> RunConfig:
+        """Read and check every option (``pytest_configure``); :meth:`of` returns it from then on."""
+        run = cls._read(config)
+        config.stash[_RUN_CONFIG] = run
+        return run
+
+    @staticmethod
+    def of(config: pytest.Config) -> RunConfig:
+        """The options :meth:`load` checked for this run."""
+        return config.stash[_RUN_CONFIG]
+
+    @classmethod
+    def _read(cls, config: pytest.Config) -> RunConfig:
+        # checked in this order, so that of two bad values the same one is reported first
+        k = _number(config, "k", int, 1)
+        temperature = _temperature(config)
+        seed = _number(config, "seed", int, -(2**63))
+        timeout = _number(config, "timeout", float, 0.001)
+        retries = _number(config, "retries", int, 0)
+        trial_timeout = _number(config, "trial-timeout", float, 0.001)
+        concurrency = _number(config, "concurrency", int, 1)
+        max_tokens = (_number(config, "max-tokens", int, 1, ini=False)
+                      if config.getoption("--sandtable-max-tokens") is not None else 4096)
+        prices_file = config.getoption("--sandtable-prices")
+        prices = _prices(prices_file) if prices_file else None
+        fail_under, floors = _gates(config)
+        out = config.getoption("--sandtable-out")
+        return cls(
+            k=k,
+            agent=str(_opt(config, "agent")),
+            user=str(_opt(config, "user")),
+            agent_arg=config.getoption("--sandtable-agent"),
+            user_arg=config.getoption("--sandtable-user"),
+            seed=seed,
+            agent_base_url=config.getoption("--sandtable-agent-base-url"),
+            user_base_url=config.getoption("--sandtable-user-base-url"),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            timeout=timeout,
+            trial_timeout=trial_timeout,
+            retries=retries,
+            prices_file=prices_file,
+            prices=prices,
+            concurrency=concurrency,
+            out_dir=Path(config.invocation_params.dir, out) if out else None,
+            fail_under=fail_under,
+            floors=floors,
+        )
+
+
+def _opt(config: pytest.Config, name: str) -> Any:
+    """``--sandtable-NAME`` when given, else the ini's ``sandtable_NAME`` (or its default)."""
+    v = config.getoption(f"--sandtable-{name}")
+    return v if v is not None else config.getini(f"sandtable_{name.replace('-', '_')}")
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(config: pytest.Config, name: str, kind: type[_N], minimum: float, *, ini: bool = True) -> _N:
+    raw = _opt(config, name) if ini else config.getoption(f"--sandtable-{name}")
+    where = f"--sandtable-{name}" + (f" / sandtable_{name.replace('-', '_')}" if ini else "")
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        what = "a whole number" if kind is int else "a number"
+        raise pytest.UsageError(f"{where}: expected {what}, got {raw!r}") from None
+    if value != value or value < minimum:  # NaN, or below the least it may be
+        raise pytest.UsageError(f"{where}: expected at least {minimum:g}, got {raw}")
+    return value
+
+
+def _temperature(config: pytest.Config) -> float | None:
+    temperature: float | None = config.getoption("--sandtable-temperature")
+    if temperature is not None and not 0 <= temperature <= 2:
+        raise pytest.UsageError(f"--sandtable-temperature: expected 0 to 2, got {temperature:g}")
+    return temperature
+
+
+def _prices(path: str) -> Mapping[str, Mapping[str, float]]:
+    from ..report.prices import PricesError, all_prices
+
+    try:
+        return all_prices(path)
+    except PricesError as e:
+        raise pytest.UsageError(f"--sandtable-prices: {e}") from None
+
+
+def _gates(config: pytest.Config) -> tuple[float | None, dict[str, float]]:
+    """--sandtable-fail-under and the --sandtable-floor values (a later floor on a tag wins)."""
+    raw_fail_under = config.getoption("--sandtable-fail-under")
+    raw_floors = config.getoption("--sandtable-floor") or []
+    if raw_fail_under is None and not raw_floors:
+        return None, {}
+    from ..report.gates import GateError, parse_fail_under, parse_floor
+
+    try:
+        return parse_fail_under(raw_fail_under), dict(parse_floor(raw) for raw in raw_floors)
+    except GateError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True in a pytest-xdist worker process."""
+    return hasattr(config, "workerinput")
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """True in the process that hands items to pytest-xdist workers and collects their reports."""
+    return not is_xdist_worker(config) and getattr(config.option, "dist", "no") != "no"
+
+
+_RUN_CONFIG = pytest.StashKey[RunConfig]()
+
+# The run's shared state, a plugin.session.RunState, made when it is first needed (a
+# domain file is collected, or the xdist controller checks the specs). Typed as object:
+# naming RunState here would make this module import session, which imports it.
+RUN_STATE = pytest.StashKey[object]()

@@ -1,0 +1,332 @@
+"""The results.json document as types: what :func:`~pytest_sandtable.report.summary.summarize`
+returns, what :func:`~pytest_sandtable.report.results_json.build_results` writes, and what
+the terminal tables and report.html read.
+
+Each TypedDict mirrors one object of ``pytest_sandtable/schemas/results.schema.json``
+(documented in docs/results.md), field for field; ``NotRequired`` marks a field the
+schema does not require (added in a minor version, or present only in a merged file).
+The dict literals that build them keep the order results.json has always written
+the fields in, and with it the file's bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    # typing.NotRequired is Python 3.11+; the annotations are never evaluated at run time
+    from typing import NotRequired
+
+PassHat = dict[str, float | None]
+"""pass^j for j = 1, 2, ... (keys are j as text); None where no task has j graded trials."""
+
+UsageByModel = dict[str, dict[str, int]]
+"""model -> token counters (``input``, ``output``, ``cache_read``, ``cache_write``, ``calls``)."""
+
+ModelCosts = dict[str, float | None]
+"""model -> estimated cost in USD; None for a model without a price."""
+
+
+# --------------------------------------------------------------------------- summary
+
+
+class TaskVerdict(TypedDict):
+    """One entry of ``tasks[]``: a task's verdict over its trials."""
+
+    domain: str
+    task: str
+    verdict: str  # passed | failed | flaky | skipped
+    critical: bool
+    tags: list[str]
+    trials: int
+    graded: int  # trials that were not errored
+    passed: int
+    errored: int
+
+
+class TaskSummary(TaskVerdict):
+    """One entry of ``summary.tasks``: the verdict, the task's name as the tables show it
+    (``domain/task`` with several domains) and its pass^j."""
+
+    name: str
+    pass_hat: PassHat
+
+
+class TagScore(TypedDict):
+    tasks: int
+    pass_hat: PassHat
+
+
+class FailureExample(TypedDict):
+    task: str
+    domain: str
+    trial: int
+    detail: str
+
+
+class FailureMode(TypedDict):
+    """Failed checks of one ``(kind, id)`` across trials, with the first as an example."""
+
+    kind: str
+    id: str
+    trials: int
+    tasks: list[str]
+    example: FailureExample
+
+
+class SoftRuleRate(TypedDict):
+    """How often a soft rule was broken among the trials where it applied."""
+
+    id: str
+    tool: str | None
+    applied: int
+    broken: int
+    rate: float | None
+
+
+class SummaryUsage(TypedDict):
+    agent: UsageByModel
+    user: UsageByModel
+
+
+class Cost(TypedDict):
+    """The estimated cost at list prices (``summary.cost``)."""
+
+    currency: str
+    prices_as_of: str
+    agent: ModelCosts
+    user: ModelCosts
+    total: float  # of the priced models only
+    unpriced: list[str]
+
+
+class Latency(TypedDict):
+    """Seconds per agent turn over all trials."""
+
+    turns: int
+    p50: float | None
+    p95: float | None
+
+
+class ErroredTrial(TypedDict):
+    task: str
+    domain: str
+    trial: int
+    error: str | None
+
+
+class Summary(TypedDict):
+    """The run's figures: what the terminal, results.json and report.html all show."""
+
+    k: int
+    trials: int
+    passed: int
+    failed: int
+    errored: int
+    errored_trials: list[ErroredTrial]
+    pass_hat: PassHat
+    tags: dict[str, TagScore]
+    tasks: list[TaskSummary]
+    failure_modes: list[FailureMode]
+    soft_rules: list[SoftRuleRate]
+    usage: SummaryUsage
+    # always written; optional in the schema, where a reader accepts any JSON value, so
+    # a renderer checks it before use
+    cost: NotRequired[Cost]
+    latency: Latency
+    agents: list[str]
+    users: list[str]
+    domains: list[str]
+
+
+# --------------------------------------------------------------------------- trials as stored
+
+
+class StoredCheck(TypedDict):
+    kind: str  # invariant | state | called | not_called | reply | runtime
+    id: str
+    passed: bool
+    detail: str
+
+
+class StoredViolation(TypedDict):
+    invariant: str
+    kind: str
+    soft: bool
+    detail: str
+    turn: int
+    call: int | None  # index into the trial's calls; None for something the agent said
+    quote: NotRequired[str | None]
+
+
+class CallError(TypedDict):
+    code: int | None
+    message: str | None
+
+
+class StoredCall(TypedDict):
+    index: int
+    turn: int
+    tool: str
+    args: dict[str, Any]
+    ok: bool
+    result: Any  # any JSON value the tool returned; None when it failed
+    error: CallError | None
+    violations: list[str]
+
+
+class Message(TypedDict):
+    role: Literal["user", "agent"]
+    text: str
+    turn: int
+
+
+class ToolStep(TypedDict):
+    role: Literal["tool"]
+    call: int  # index into the trial's calls
+
+
+TranscriptEntry = Message | ToolStep
+
+
+class CreatedRow(TypedDict):
+    table: str
+    key: Any
+    row: dict[str, Any]
+
+
+class FieldChange(TypedDict):
+    before: Any
+    after: Any
+
+
+class ChangedRow(TypedDict):
+    table: str
+    key: Any
+    fields: dict[str, FieldChange]
+
+
+class Diff(TypedDict):
+    created: list[CreatedRow]
+    changed: list[ChangedRow]
+
+
+class TrialUsage(TypedDict, total=False):
+    agent: UsageByModel
+    user: UsageByModel
+    cost: Any  # reserved for cost accounting
+
+
+class SoftFlags(TypedDict):
+    tool: str | None
+    applied: bool  # its tool was attempted
+    broken: bool
+
+
+class StoredTrial(TypedDict):
+    """One trial as ``trials[]`` stores it (``TrialResult.to_dict()``)."""
+
+    domain: str
+    task: str
+    trial: int
+    k: int
+    seed: int
+    verdict: str  # passed | failed | errored
+    tags: list[str]
+    critical: bool
+    error: str | None
+    ended_by: str
+    turns: int
+    agent: str
+    user: str
+    transcript: list[TranscriptEntry]
+    calls: list[StoredCall]
+    checks: list[StoredCheck]
+    violations: list[StoredViolation]
+    diff: Diff
+    usage: TrialUsage
+    latency: list[float]
+    duration: float
+    location: str
+    traceback: NotRequired[str | None]
+    soft: dict[str, SoftFlags]
+
+
+# --------------------------------------------------------------------------- the document
+
+
+class DomainRef(TypedDict):
+    name: str
+    path: str  # relative to the rootdir, with / separators
+    sha256: str
+
+
+class CollectionError(TypedDict):
+    path: str
+    message: str
+
+
+class ShardRef(TypedDict):
+    writer_version: str
+    started_at: str
+    finished_at: str
+    trials: int
+
+
+class Options(TypedDict, total=False):
+    agent_base_url: str | None
+    user_base_url: str | None
+    temperature: float | None
+    timeout: float | None
+    trial_timeout: float | None
+    retries: int | None
+    concurrency: int | None
+    prices: str | None
+    fail_under: float | None
+    floors: dict[str, float]
+
+
+class Run(TypedDict):
+    domains: list[DomainRef]
+    agent: str
+    user: str
+    k: int
+    run_seed: int
+    options: Options
+    started_at: str
+    finished_at: str
+    shards: NotRequired[list[ShardRef]]  # only in a merged file
+    collection_errors: NotRequired[list[CollectionError]]  # since 1.1
+    stopped_early: NotRequired[str]  # since 1.1, only when it did
+
+
+class Writer(TypedDict):
+    name: str
+    version: str
+    command: str  # pytest | merge
+
+
+class GateCheckRecord(TypedDict):
+    passed: bool
+    text: str
+
+
+class Gate(TypedDict):
+    set: bool
+    passed: bool
+    fail_under: float | None
+    floors: dict[str, float]
+    lines: list[str]
+    checks: NotRequired[list[GateCheckRecord]]  # since 1.1
+
+
+class Results(TypedDict):
+    """The whole results.json document."""
+
+    schema_version: str
+    writer: Writer
+    run: Run
+    trials: list[StoredTrial]
+    tasks: list[TaskVerdict]
+    summary: Summary
+    gate: Gate
