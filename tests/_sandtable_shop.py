@@ -10,6 +10,7 @@ every reply.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ import pytest
 import pytest_sandtable.plugin.items
 import pytest_sandtable.plugin.session  # noqa: F401
 from pytest_sandtable.report.results_json import RESULTS_FILE, read_results
+
+# Likewise hypothesis, when installed: its pytest plugin imports it in every run's
+# header, which would cost each in-process pytester run seconds.
+with contextlib.suppress(ImportError):
+    import hypothesis  # noqa: F401
 
 # The plugin (entry point) records results and writes the artefacts by itself; runs
 # only keep pytest's cache out of the project folder.

@@ -166,10 +166,21 @@ NO_OPENING = DOMAIN.replace(
 SCRIPT_ERROR = (
     "simulated user failed: ScriptError: task 'over-the-ceiling' has no user.opening and no user.script to say"
 )
+# The scripted user from a fixture: unknown at collection, so the trial is not skipped
+# (as under --sandtable-user scripted, see test_pytest_habits.py) but runs, and errors.
+SCRIPTED_USER_FIXTURE = """
+import pytest
+from pytest_sandtable import ScriptedUser
+
+@pytest.fixture(scope="session")
+def sandtable_user():
+    return ScriptedUser()
+"""
 
 
 def test_an_errored_trial_is_a_pytest_error_and_left_out_of_pass_hat(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("sandtable.yaml").write_text(NO_OPENING, encoding="utf-8")
+    pytester.makeconftest(SCRIPTED_USER_FIXTURE)
     result = pytester.runpytest("-k", "ceiling")
     result.assert_outcomes(errors=1)
     assert sandtable_section(result.outlines) == [
@@ -191,6 +202,7 @@ def test_an_errored_trial_is_a_pytest_error_and_left_out_of_pass_hat(pytester: p
 
 def test_an_errored_trial_reads_like_a_failing_one(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("sandtable.yaml").write_text(NO_OPENING, encoding="utf-8")
+    pytester.makeconftest(SCRIPTED_USER_FIXTURE)
     result = pytester.runpytest("-k", "ceiling")
     result.stdout.fnmatch_lines([
         "*_ ERROR at setup of over-the-ceiling[[]1-1] _*",

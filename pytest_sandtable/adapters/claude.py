@@ -198,7 +198,7 @@ def _tool_input(value: Any) -> dict[str, Any] | None:
             return {}
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # also nesting too deep to read
             return None
     return value if isinstance(value, dict) else None
 

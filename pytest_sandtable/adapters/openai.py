@@ -345,7 +345,7 @@ def tool_arguments(raw: Any) -> dict[str, Any] | str:
         parsed = json.loads(raw)
         if isinstance(parsed, str):  # encoded twice, as some servers do
             parsed = json.loads(parsed)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested too deep to read is passed on too: the engine says why
         return str(raw)
     return parsed if isinstance(parsed, dict) else str(raw)
 

@@ -17,6 +17,7 @@ tasks, which refer to all of them.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -25,9 +26,9 @@ import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
 from .build import param_schema
 from .errors import PathTuple, Problem
-from .model import OP_KINDS, PARAM_TYPES
+from .model import OP_KINDS, PARAM_TYPES, RESERVED_TAGS
 from .translate import translate
-from .wording import bare, found, quoted_and, show, suggest, unknown
+from .wording import bare, clip, found, quoted_and, show, suggest, unknown
 from .yaml_reader import Document
 
 # `$name` is the call's argument `name`; `$$` is a literal dollar sign.
@@ -136,7 +137,7 @@ class _Checker:
             return False
         noun = section.removesuffix("s")
         first = self.line_of((section, first_at[value]))
-        self.add((section, i, key), f"duplicate {noun} {key} '{value}'{first}")
+        self.add((section, i, key), f"duplicate {noun} {key} '{clip(value)}'{first}")
         return True
 
     def table(self, name: Any, path: PathTuple) -> str | None:
@@ -153,7 +154,7 @@ class _Checker:
             return
         known = self.fields[table]
         if name not in known:
-            self.add(path, unknown("field", name, list(known), f"of table {table}"), at_key=at_key)
+            self.add(path, unknown("field", name, list(known), f"of table {clip(table)}"), at_key=at_key)
 
     def field_keys(self, table: str | None, conditions: Any, path: PathTuple) -> None:
         for k in _map(conditions):
@@ -179,6 +180,8 @@ class _Checker:
                     re.compile(pattern)
                 except re.error as e:
                     self.add((*path, k, "matches"), f"not a valid regular expression: {e}")
+                except (RecursionError, OverflowError):  # groups nested too deeply, a{99999999999}
+                    self.add((*path, k, "matches"), "not a valid regular expression: too complex for Python's re")
 
     def tool(self, name: Any, path: PathTuple) -> str | None:
         """The tool `name` when it exists; otherwise reports it."""
@@ -194,8 +197,8 @@ class _Checker:
             return
         known = list(self.params[tool])
         if name not in known:
-            hint = f"tool {tool} has no params" if not known else ""
-            self.add(path, unknown("param", name, known, f"of tool {tool}", prefix, hint), at_key=at_key)
+            hint = f"tool {clip(tool)} has no params" if not known else ""
+            self.add(path, unknown("param", name, known, f"of tool {clip(tool)}", prefix, hint), at_key=at_key)
 
     def arg_refs(self, tool: str | None, value: Any, path: PathTuple) -> None:
         """`$name` in `value` must be a param of `tool`."""
@@ -204,7 +207,7 @@ class _Checker:
 
     def no_arg_refs(self, value: Any, path: PathTuple, where: str) -> None:
         for at, name in _arg_refs(value, path):
-            self.add(at, f"'${name}' refers to a call argument, but {where} has none; write $$ for a literal $")
+            self.add(at, f"'${clip(name)}' refers to a call argument, but {where} has none; write $$ for a literal $")
 
     def param_keys(self, tool: str | None, mapping: Any, path: PathTuple) -> None:
         for k in _map(mapping):
@@ -268,7 +271,7 @@ def _seed_rows(c: _Checker, name: str, t: dict[str, Any]) -> None:
         if not isinstance(key, str):
             continue
         if key not in row:
-            c.add(rpath, f"missing the key field '{key}' of table {name}")
+            c.add(rpath, f"missing the key field '{clip(key)}' of table {clip(name)}")
             continue
         kv = row[key]
         if not isinstance(kv, (str, int, float)) or isinstance(kv, bool):
@@ -277,7 +280,7 @@ def _seed_rows(c: _Checker, name: str, t: dict[str, Any]) -> None:
         ks = _key_str(kv)
         if ks in keys:
             first = c.line_of((*path, "rows", keys[ks]))
-            c.add((*rpath, key), f"duplicate key {show(kv)} in table {name}{first}")
+            c.add((*rpath, key), f"duplicate key {show(kv)} in table {clip(name)}{first}")
         else:
             keys[ks] = i
 
@@ -505,10 +508,16 @@ _TOOL_RULES: dict[str, Callable[[_Checker, str | None, dict[str, Any], PathTuple
 # --------------------------------------------------------------------------- tasks
 
 
+_RESERVED_TAG = "{!r} is a pytest marker with its own meaning; rename the tag"
+
+
 def _tasks(c: _Checker) -> None:
     first_at: dict[str, int] = {}
     declared = c.data.get("tags")
     tags = list(declared) if isinstance(declared, dict) else None
+    for tag in tags or ():
+        if tag in RESERVED_TAGS:
+            c.add(("tags", tag), _RESERVED_TAG.format(tag), at_key=True)
     for i, task in _items(c.data.get("tasks")):
         if not isinstance(task, dict):
             continue
@@ -516,14 +525,23 @@ def _tasks(c: _Checker) -> None:
         task_id = task.get("id")
         if isinstance(task_id, str):
             c.repeated("tasks", i, "id", task_id, first_at)
-        if tags is not None:
-            for j, tag in _items(task.get("tags")):
-                if isinstance(tag, str) and tag not in tags:
-                    c.add((*path, "tags", j), unknown("tag", tag, tags, hint="declare it in the top-level tags map"))
+        _task_tags(c, task.get("tags"), tags, (*path, "tags"))
         _given(c, task.get("given"), (*path, "given"))
         _expect(c, _map(task.get("expect")), (*path, "expect"))
         for j, step in _items(task.get("reference")):
             _step(c, _map(step), (*path, "reference", j))
+
+
+def _task_tags(c: _Checker, task_tags: Any, declared: list[str] | None, path: PathTuple) -> None:
+    """Each tag is declared (when the file declares tags) and is not a marker pytest
+    reads on its own: a trial tagged ``skip`` would be skipped by pytest."""
+    for j, tag in _items(task_tags):
+        if not isinstance(tag, str):
+            continue
+        if tag in RESERVED_TAGS:
+            c.add((*path, j), _RESERVED_TAG.format(tag))
+        elif declared is not None and tag not in declared:
+            c.add((*path, j), unknown("tag", tag, declared, hint="declare it in the top-level tags map"))
 
 
 def _given(c: _Checker, given: Any, path: PathTuple) -> None:
@@ -545,7 +563,7 @@ def _given(c: _Checker, given: Any, path: PathTuple) -> None:
         if kind == "update" and "key" in spec:
             ks = _key_str(spec["key"])
             if ks not in existing:
-                msg = f"no row of table {table} has the key {show(spec['key'])}"
+                msg = f"no row of table {clip(table)} has the key {show(spec['key'])}"
                 suggestion = suggest(ks, list(c.seed_keys.get(table, {})) + sorted(created[table]))
                 c.add((*opath, "key"), f"{msg}; {suggestion}" if suggestion else msg)
         elif kind == "create" and isinstance(spec.get("row"), dict) and isinstance(key_field, str):
@@ -554,7 +572,8 @@ def _given(c: _Checker, given: Any, path: PathTuple) -> None:
                 ks = _key_str(row[key_field])
                 if ks in existing:
                     c.add(
-                        (*opath, "row", key_field), f"table {table} already has a row with key {show(row[key_field])}"
+                        (*opath, "row", key_field),
+                        f"table {clip(table)} already has a row with key {show(row[key_field])}",
                     )
                 created[table].add(ks)
 
@@ -614,18 +633,29 @@ def _step(c: _Checker, step: dict[str, Any], path: PathTuple) -> None:
     for name, p in params.items():
         if isinstance(p, dict) and p.get("required", True) and "default" not in p and args.get(name) is None:
             where = apath if "args" in step else path
-            c.add(where, f"missing required param '{name}' of tool {tool}")
+            c.add(where, f"missing required param '{clip(name)}' of tool {clip(tool)}")
+
+
+def _finite_number(value: Any) -> bool:
+    """A number that stands for a string as its text, as at run time: not NaN or an
+    infinity, whose text ("nan", "inf") is no value anyone meant."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
     """Coerce a value the way arguments are coerced at run time ("42" -> 42)."""
     t = schema.get("type")
-    if t == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
+    if t == "string" and _finite_number(value):
         return _key_str(value)
     if isinstance(value, str):
         s = value.strip()
         if t == "integer" and re.fullmatch(r"[-+]?\d+", s):
-            return int(s)
+            try:
+                return int(s)
+            except ValueError:  # over Python's 4,300 digits: left as text, which the schema refuses
+                return value
         if t == "number" and _NUMBER.fullmatch(s):
             f = float(s)
             return int(f) if f.is_integer() and re.fullmatch(r"[-+]?\d+", s) else f

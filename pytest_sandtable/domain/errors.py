@@ -11,24 +11,46 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .wording import clip
+
 PathTuple = tuple[str | int, ...]
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+# What a line of text on a terminal must not hold: control characters (a newline
+# would split a problem in two, an ESC would drive the terminal), line and
+# paragraph separators, invisible characters that hide or reorder text (zero-width,
+# bidirectional controls, the byte order mark) and lone surrogates (not text:
+# printing one raises).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _printable(text: str) -> str:
+    """``text`` with each character a terminal line cannot hold written as an escape."""
+    return _UNPRINTABLE.sub(_escape, text)
 
 
 def format_path(path: Sequence[str | int]) -> str:
     """``("tools", 2, "params", "rate")`` -> ``tools[2].params.rate``.
 
-    Keys that are not plain names are written as ``["a key"]``.
+    Keys that are not plain names are written as ``["a key"]``; a key longer than a
+    name ever is, clipped (:func:`~.wording.clip`).
     """
     out: list[str] = []
     for part in path:
         if isinstance(part, int):
             out.append(f"[{part}]")
-        elif _PLAIN_KEY.match(part):
-            out.append(f".{part}" if out else part)
+            continue
+        text = clip(part)  # a clipped key is no plain name: it is written in brackets
+        if _PLAIN_KEY.fullmatch(text):
+            out.append(f".{text}" if out else text)
         else:
-            escaped = part.replace("\\", "\\\\").replace('"', '\\"')
+            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
             out.append(f'["{escaped}"]')
     return "".join(out)
 
@@ -42,6 +64,13 @@ class Problem:
     col: int | None
     path: str
     message: str
+
+    def __post_init__(self) -> None:
+        # A problem is a line for a terminal, whatever text of the file it repeats.
+        for name in ("file", "path", "message"):
+            text = getattr(self, name)
+            if _UNPRINTABLE.search(text):
+                object.__setattr__(self, name, _printable(text))
 
     def __str__(self) -> str:
         where = self.file

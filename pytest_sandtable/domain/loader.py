@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
@@ -38,11 +39,17 @@ from .check import check
 from .errors import DomainError, Problem
 from .model import SPEC_VERSION, Domain
 from .translate import translate
+from .wording import clip
 from .yaml_reader import Document, load_yaml
 
 __all__ = ["domain_schema", "load_domain", "load_domain_text"]
 
 _SCHEMA_FILE = "schemas/domain.schema.json"
+
+# The largest domain file read (docs/spec.md, "Limits"): twice a τ-bench-sized domain
+# (about 30 MB), and refused before it is read, so a wrong path to a log or a disk
+# image costs nothing.
+MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- entry points
@@ -55,7 +62,7 @@ def load_domain(path: str | Path) -> Domain:
     """
     filename = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = _read_capped(Path(path), filename)
     except FileNotFoundError:
         raise DomainError([Problem(filename, None, None, "", "no such file")]) from None
     except IsADirectoryError:
@@ -71,6 +78,30 @@ def load_domain(path: str | Path) -> Domain:
     domain.path = filename
     domain.sha256 = hashlib.sha256(raw).hexdigest()
     return domain
+
+
+def _read_capped(path: Path, filename: str) -> bytes:
+    """The file's bytes, or a problem when it holds more than :data:`MAX_FILE_BYTES`
+    (told by its size before reading; by reading one byte more, for a file whose size
+    says nothing, such as a pipe)."""
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        raw = f.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+    if size <= MAX_FILE_BYTES and len(raw) <= MAX_FILE_BYTES:
+        return raw
+    shown = f"{size:,} bytes" if size > MAX_FILE_BYTES else f"more than {MAX_FILE_BYTES:,} bytes"
+    raise DomainError(
+        [
+            Problem(
+                filename,
+                None,
+                None,
+                "",
+                f"the file is {shown}; a domain file may be at most {MAX_FILE_BYTES // 2**20} MB "
+                f"({MAX_FILE_BYTES:,} bytes)",
+            )
+        ]
+    )
 
 
 def load_domain_text(text: str, filename: str = "<string>") -> Domain:
@@ -165,7 +196,7 @@ def _check_version(doc: Document) -> None:
             [
                 doc.problem(
                     ("version",),
-                    f"this file is spec version {v}; {who} reads version {SPEC_VERSION}. "
+                    f"this file is spec version {clip(str(v))}; {who} reads version {SPEC_VERSION}. "
                     "Upgrade pytest-sandtable to load it.",
                 )
             ]

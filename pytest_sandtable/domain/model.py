@@ -20,6 +20,11 @@ PARAM_TYPES = ("string", "number", "integer", "boolean", "object", "array")
 OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists")
 INVARIANT_KINDS = ("before", "require", "limit", "match", "never", "never_disclose")
 OP_KINDS = ("get", "list", "create", "update", "respond")
+# A task's tags become pytest markers on its trials; these markers already mean
+# something to pytest (or are the one every trial carries), so no tag may be one.
+RESERVED_TAGS = frozenset(
+    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "tryfirst", "trylast", "sandtable"}
+)
 
 DEFAULT_MAX_TURNS = 20
 

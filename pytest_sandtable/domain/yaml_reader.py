@@ -21,6 +21,13 @@ problems a user sees. Positions inside a list item that is a mapping or a list
 item's text with the pure-Python path, so a 100,000-row table costs no position
 records until a problem needs one. Both paths give the same data and positions
 (tests/test_yaml_fast.py compares them).
+
+Whatever the file holds, reading it gives data or a :class:`DomainError`, never
+another exception (tests/test_fuzz_domain.py): a tag on a value of the wrong kind
+(`!!bool mini`), a control character, a lone surrogate escape (`"\\ud800"`, not text),
+an integer past Python's 4,300 digits, and aliases that repeat more than
+:data:`ALIAS_VALUES_MAX` values are each a problem at their place. The fast path
+takes none of these files, so they are all worded by the pure-Python path.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from yaml.constructor import SafeConstructor
 
 from .errors import DomainError, PathTuple, Problem, format_path
 from .model import Pos
+from .wording import clip, show
 
 _CParser: Any
 try:
@@ -48,13 +56,106 @@ __all__ = ["Document", "load_yaml"]
 # expands aliases into millions of nodes is not a domain anyone wrote by hand.
 _NODE_BUDGET = 200_000
 
+# The most values aliases may repeat in one file (docs/spec.md, "Limits"): light use
+# (a row template merged into rows) stays far below it; an 800-byte nest of aliases
+# that stands for ten million values (a "billion laughs") is refused before it is built.
+ALIAS_VALUES_MAX = 100_000
+
+# The most digits of an integer: Python's own limit for turning one into text and
+# back (sys.int_info.default_max_str_digits); a longer one could be read but not shown
+# in a message or written to results.json.
+INT_DIGITS_MAX = 4300
+_INT_TOO_BIG = 10**INT_DIGITS_MAX
+
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_YAML_TAG_PREFIX = "tag:yaml.org,2002:"
+
+# Half of a UTF-16 pair: a `"\ud800"` escape makes one, and it is not text (it cannot
+# be written as UTF-8, to results.json or a terminal).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+@dataclass(frozen=True)
+class _Unreadable:
+    """A scalar whose tag's constructor cannot make it (`!!bool mini`), in place of a
+    value: the walk, which knows its path, reports :attr:`message` there."""
+
+    message: str
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader with the YAML 1.2 core schema's plain-scalar resolution."""
+    """SafeLoader with the YAML 1.2 core schema's plain-scalar resolution, which also
+    records where each alias is used (for the cap on what aliases repeat)."""
 
     yaml_implicit_resolvers = {}  # noqa: RUF012 - only the resolvers added below
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases: list[tuple[yaml.Mark, str]] = []  # where each alias is, and its anchor
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            self.aliases.append((event.start_mark, str(event.anchor)))
+        return super().compose_node(parent, index)
+
+    def scan_flow_scalar_non_spaces(self, double: bool, start_mark: yaml.Mark) -> list[str]:
+        # PyYAML turns a `\U` escape into a character with chr(), which raises for one
+        # past U+10FFFF; word it as the scanner words its other escape mistakes.
+        try:
+            return super().scan_flow_scalar_non_spaces(double, start_mark)  # type: ignore[no-any-return]
+        except (ValueError, OverflowError):
+            raise yaml.scanner.ScannerError(
+                "while scanning a double-quoted scalar",
+                start_mark,
+                "found an escape past the last Unicode character, \\U0010FFFF",
+                self.get_mark(),
+            ) from None
+
+
+def _tag_name(tag: str) -> str:
+    """``tag:yaml.org,2002:bool`` -> ``!!bool``."""
+    return "!!" + tag[len(_YAML_TAG_PREFIX) :] if tag.startswith(_YAML_TAG_PREFIX) else f"!<{tag}>"
+
+
+# what each standard scalar tag expects, for a value it cannot make
+_TAG_EXPECTS = {
+    "tag:yaml.org,2002:bool": "true or false",
+    "tag:yaml.org,2002:int": "an integer",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:timestamp": "a date or time such as 2026-05-04",
+}
+
+
+def _mistagged(node: yaml.ScalarNode) -> _Unreadable:
+    tag = _tag_name(node.tag)
+    expected = _TAG_EXPECTS.get(node.tag, f"a value {tag} can read")
+    return _Unreadable(
+        f"found {tag} {show(str(node.value))}, expected {expected}; remove the tag to read the value as written"
+    )
+
+
+_TOO_BIG = _Unreadable(
+    f"found an integer of more than {INT_DIGITS_MAX:,} digits, expected at most {INT_DIGITS_MAX:,}; "
+    "put it in quotes to keep it as text"
+)
+
+_Construct = Callable[[yaml.SafeLoader, yaml.ScalarNode], Any]
+
+
+def _guarded(construct: _Construct) -> _Construct:
+    """A scalar constructor that gives an :class:`_Unreadable` where PyYAML's raises
+    a plain Python error (KeyError for `!!bool mini`, ValueError for `!!int x`,
+    AttributeError for `!!timestamp x`) instead of a YAML error with a position."""
+
+    def guarded(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        try:
+            return construct(loader, node)
+        except (ValueError, KeyError, AttributeError, IndexError, TypeError, OverflowError):
+            return _mistagged(node)
+
+    return guarded
 
 
 def _int_1_2(text: str) -> int:
@@ -70,13 +171,32 @@ def _int_1_2(text: str) -> int:
     return sign * int(body, 10)
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+_DECIMAL = re.compile(r"[-+]?[0-9_]+")
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | _Unreadable:
     text = str(loader.construct_scalar(node))
     try:
-        return _int_1_2(text)
+        value = _int_1_2(text)
     except ValueError:
+        if len(text) > INT_DIGITS_MAX and _DECIMAL.fullmatch(text):
+            return _TOO_BIG  # int() refuses more digits than that
         # an explicit !!int in another notation (0b101, 1_000): YAML 1.1 rules
-        return int(yaml.SafeLoader.construct_yaml_int(loader, node))
+        value = int(yaml.SafeLoader.construct_yaml_int(loader, node))
+    return _TOO_BIG if abs(value) >= _INT_TOO_BIG else value
+
+
+def _construct_str(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    r"""A string, each `"\ud83d\ude00"` pair of escapes joined into the one character it
+    stands for (as JSON reads it); a lone half stays, for the walk to report."""
+    text = str(loader.construct_scalar(node))
+    if _SURROGATE.search(text):
+        text = _SURROGATE_PAIR.sub(_join_pair, text)
+    return text
+
+
+def _join_pair(match: re.Match[str]) -> str:
+    return match.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le")
 
 
 _Loader.add_implicit_resolver(
@@ -97,7 +217,13 @@ _Loader.add_implicit_resolver(
 )
 _Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""])
 _Loader.add_implicit_resolver(_MERGE_TAG, re.compile(r"^(?:<<)$"), ["<"])
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:int", _guarded(_construct_int))
+_Loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
+# every standard scalar tag PyYAML's safe constructors read (int above, str never fails)
+for _tag in ("bool", "float", "timestamp", "binary", "null"):
+    _Loader.add_constructor(
+        _YAML_TAG_PREFIX + _tag, _guarded(SafeConstructor.yaml_constructors[_YAML_TAG_PREFIX + _tag])
+    )
 
 
 # A list item whose inner positions are recorded when first asked for: the start
@@ -226,6 +352,114 @@ def _syntax_problem(filename: str, text: str, exc: yaml.YAMLError) -> Problem:
     return Problem(filename, None, None, "", f"invalid YAML: {exc}")
 
 
+def _character_problem(filename: str, text: str) -> Problem:
+    """The first character YAML does not allow anywhere in a file (a control character
+    such as NUL, ESC or DEL; U+FFFE), at its line and column, with the escape that
+    writes it in a double-quoted string."""
+    found = yaml.reader.Reader.NON_PRINTABLE.search(text)
+    at = found.start() if found else 0
+    code = ord(text[at]) if found else 0
+    before = text[:at]
+    line = before.count("\n") + 1
+    col = at - (before.rfind("\n") + 1) + 1
+    if _SURROGATE.match(text, at):  # only in text given as a string: a file is UTF-8
+        return Problem(filename, line, col, "", f"invalid YAML: {_surrogate_message(text[at])}")
+    escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    kind = "control character" if code < 0x20 or 0x7F <= code <= 0x9F else "character"
+    return Problem(
+        filename,
+        line,
+        col,
+        "",
+        f"invalid YAML: found {kind} U+{code:04X}, which YAML does not allow in a file; "
+        f'to put it in a value, write it as an escape in a double-quoted string: "{escape}"',
+    )
+
+
+def _check_aliases(root: yaml.Node, aliases: Sequence[tuple[yaml.Mark, str]], filename: str) -> None:
+    """Refuse a file whose aliases repeat more than :data:`ALIAS_VALUES_MAX` values.
+
+    The composer shares an alias's node, so the file costs little until something
+    walks the values it stands for (the checks, a trial's world, results.json): ten
+    levels of ten aliases each are ten billion values. Counting them costs one visit
+    of each node written (:func:`_expanded_sizes`).
+    """
+    sizes = _expanded_sizes(root)
+    if sizes[id(root)] - len(sizes) > ALIAS_VALUES_MAX:
+        raise DomainError([_alias_past_cap(root, sizes, aliases, filename)])
+
+
+def _expanded_sizes(root: yaml.Node) -> dict[int, int]:
+    """How many values each node stands for, itself and what its aliases repeat
+    included, by the node's id. The root's less the number of nodes written is what
+    the aliases repeat."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = 1  # a node inside itself counts once (the walk refuses it)
+        sizes[id(node)] = 1 + sum(size(child) for _, child in _children(node))
+        return sizes[id(node)]
+
+    size(root)
+    return sizes
+
+
+def _alias_past_cap(
+    root: yaml.Node, sizes: dict[int, int], aliases: Sequence[tuple[yaml.Mark, str]], filename: str
+) -> Problem:
+    """The problem at the alias that takes what aliases repeat past the cap. In
+    document order a node met again is an alias (an anchor comes before its aliases),
+    so the n-th node met again is the n-th alias the composer recorded; what they
+    repeat, added in that order, is what the whole file repeats, so one passes the cap."""
+    seen: set[int] = set()
+    uses = iter(aliases)
+    repeated = 0
+
+    def find(node: yaml.Node, path: PathTuple) -> Problem | None:
+        nonlocal repeated
+        if id(node) not in seen:
+            seen.add(id(node))
+            for step, child in _children(node):
+                found = find(child, path if step is None else (*path, step))
+                if found is not None:
+                    return found
+            return None
+        mark, anchor = next(uses, (node.start_mark, "?"))
+        repeated += sizes[id(node)]
+        if repeated <= ALIAS_VALUES_MAX:
+            return None
+        return Problem(
+            filename,
+            mark.line + 1,
+            mark.column + 1,
+            format_path(path),
+            f"alias *{clip(anchor)} repeats {sizes[id(node)]:,} values and takes the file past "
+            f"{ALIAS_VALUES_MAX:,} values repeated by aliases, the most a domain file may have; "
+            "write the values out, or use fewer aliases",
+        )
+
+    found = find(root, ())
+    assert found is not None, "aliases repeat more than the cap, so one of them passes it"
+    return found
+
+
+def _children(node: yaml.Node) -> list[tuple[str | int | None, yaml.Node]]:
+    """A node's children in document order, each with the step of its path: a list's
+    items with their index; a mapping's keys (None: a key has its mapping's path) and
+    values (the key's text, when the key is a scalar; else None)."""
+    if isinstance(node, yaml.SequenceNode):
+        return list(enumerate(node.value))
+    out: list[tuple[str | int | None, yaml.Node]] = []
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            out.append((None, key_node))
+            out.append((str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None, value_node))
+    return out
+
+
 def _scalar_key(node: yaml.Node) -> tuple[str, str] | None:
     if isinstance(node, yaml.ScalarNode):
         return (node.tag, str(node.value))
@@ -303,14 +537,19 @@ class _Walker:
         if id(data) in self.stack and isinstance(data, (dict, list)):
             self._fail(node, path, "a value may not contain itself (recursive alias)")
             return
-        if self.budget <= 0:
-            return
-        self.budget -= 1
-        self.doc.positions[path] = _pos(node.start_mark)
-        if isinstance(node, yaml.MappingNode) and isinstance(data, dict):
+        # past the budget, positions are no longer recorded, but every value is
+        # still checked: one the domain cannot hold must never get through
+        recorded = self.budget > 0
+        if recorded:
+            self.budget -= 1
+            self.doc.positions[path] = _pos(node.start_mark)
+        if isinstance(data, str):
+            if _SURROGATE.search(data):
+                self._fail(node, path, _surrogate_message(data))
+        elif isinstance(node, yaml.MappingNode) and isinstance(data, dict):
             self.stack.add(id(data))
             try:
-                self._mapping(node, data, path)
+                self._mapping(node, data, path, recorded)
             finally:
                 self.stack.discard(id(data))
         elif isinstance(node, yaml.SequenceNode) and isinstance(data, list):
@@ -320,6 +559,8 @@ class _Walker:
                     self.walk(item_node, item, (*path, i))
             finally:
                 self.stack.discard(id(data))
+        elif isinstance(data, _Unreadable):
+            self._fail(node, path, data.message)
         elif not isinstance(data, _JSON_SCALARS):
             self._fail(
                 node,
@@ -328,24 +569,40 @@ class _Walker:
                 "booleans, null, lists and mappings",
             )
 
-    def _mapping(self, node: yaml.MappingNode, data: dict[Any, Any], path: PathTuple) -> None:
+    def _mapping(self, node: yaml.MappingNode, data: dict[Any, Any], path: PathTuple, recorded: bool) -> None:
         # after `<<` merges are flattened, a later pair with the same key wins,
         # as it does in `data`; record positions in that order
         for key_node, value_node in node.value:
             key = self.loader.construct_object(key_node)
+            if isinstance(key, _Unreadable):
+                self._fail(key_node, path, key.message)
+                continue
             if not isinstance(key, str):
-                shown = "null" if key is None else str(key).lower() if isinstance(key, bool) else repr(key)
+                shown = "null" if key is None else str(key).lower() if isinstance(key, bool) else clip(repr(key))
                 self._fail(
                     key_node,
                     path,
                     f'key {shown} is {_article(key)}; keys must be strings (write it in quotes: "{shown}")',
                 )
                 continue
+            if _SURROGATE.search(key):
+                self._fail(key_node, path, _surrogate_message(key))
+                continue
             if key not in data:
                 continue
             child = (*path, key)
-            self.doc.key_positions[child] = _pos(key_node.start_mark)
+            if recorded:  # the keys of a mapping whose own position is recorded
+                self.doc.key_positions[child] = _pos(key_node.start_mark)
             self.walk(value_node, data[key], child)
+
+
+def _surrogate_message(text: str) -> str:
+    lone = _SURROGATE.search(text)
+    code = ord(lone.group()) if lone else 0
+    return (
+        f"found \\u{code:04x}, half of a UTF-16 surrogate pair and not a character (it cannot be "
+        'written to results.json); write the character itself, or a \\U escape such as "\\U0001F600"'
+    )
 
 
 def _article(value: Any) -> str:
@@ -358,6 +615,7 @@ def _article(value: Any) -> str:
     if isinstance(value, float):
         return "a number"
     return f"a {_type_name(value)}"
+
 
 # --------------------------------------------------------------------------- fast path
 
@@ -379,6 +637,13 @@ def _plain_bool(value: str) -> Any:
     return SafeConstructor.bool_values[value.lower()]
 
 
+def _plain_int(value: str) -> int:
+    number = _int_1_2(value)  # int() raises past INT_DIGITS_MAX decimal digits
+    if abs(number) >= _INT_TOO_BIG:  # as many in hexadecimal or octal: the problem is worded there
+        raise _GiveUp
+    return number
+
+
 def _plain_float(value: str) -> Any:
     return _CONSTRUCTOR.construct_yaml_float(yaml.ScalarNode("tag:yaml.org,2002:float", value))
 
@@ -390,7 +655,7 @@ def _plain_null(value: str) -> None:
 # what _Loader constructs from a plain scalar its resolvers give each tag
 _MAKERS: dict[str, Callable[[str], Any]] = {
     "tag:yaml.org,2002:bool": _plain_bool,
-    "tag:yaml.org,2002:int": _int_1_2,  # its resolver matches YAML 1.2 notation only
+    "tag:yaml.org,2002:int": _plain_int,  # its resolver matches YAML 1.2 notation only
     "tag:yaml.org,2002:float": _plain_float,
     "tag:yaml.org,2002:null": _plain_null,
 }
@@ -435,7 +700,10 @@ def _fast_load(text: str, filename: str) -> Document | None:
         # libyaml takes a tab for a space where PyYAML says "indent with spaces",
         # and counts a byte order mark as a column where PyYAML does not
         return None
-    parser = _CParser(text)
+    try:
+        parser = _CParser(text)  # raises for a lone surrogate, which it cannot encode
+    except Exception:
+        return None
     try:
         return _fast_read(parser, text, filename)
     except Exception:  # _GiveUp, a YAML error, anything: the pure-Python path decides
@@ -574,7 +842,10 @@ def load_yaml(text: str, filename: str) -> Document:
 
 def _slow_load(text: str, filename: str) -> Document:
     """The pure-Python path: any YAML file, and the words for every problem."""
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError:  # it checks every character first
+        raise DomainError([_character_problem(filename, text)]) from None
     try:
         try:
             node = loader.get_single_node()
@@ -582,6 +853,8 @@ def _slow_load(text: str, filename: str) -> Document:
                 raise DomainError(
                     [Problem(filename, None, None, "", "the file is empty; a domain starts with 'version: 1'")]
                 )
+            if loader.aliases:
+                _check_aliases(node, loader.aliases, filename)
             duplicates = _find_duplicates(node, filename)
             data = loader.construct_document(node)
         except yaml.YAMLError as exc:

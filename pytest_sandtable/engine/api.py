@@ -67,6 +67,11 @@ class TrialInfo:
         return f"{self.domain}/{self.task_id}/{self.trial}"
 
 
+UNKNOWN_MODEL = "(unknown model)"
+"""The model that usage added without a model name (None or blank: a server that omits
+``model``) is recorded under. It has no price; the reports show it as it is."""
+
+
 @dataclass
 class Usage:
     """Tokens used, per model. Adapters call :meth:`add` after every model call."""
@@ -75,9 +80,20 @@ class Usage:
     calls: int = 0
 
     def add(
-        self, model: str, input_tokens: int = 0, output_tokens: int = 0, cache_read: int = 0, cache_write: int = 0
+        self,
+        model: str | None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read: int = 0,
+        cache_write: int = 0,
     ) -> None:
-        m = self.models.setdefault(model, {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "calls": 0})
+        """Count one model call. A model that is None or blank is recorded as
+        :data:`UNKNOWN_MODEL`: results key usage by model name, which must be text."""
+        name = model if isinstance(model, str) else "" if model is None else str(model)
+        m = self.models.setdefault(
+            name if name.strip() else UNKNOWN_MODEL,
+            {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "calls": 0},
+        )
         m["input"] += int(input_tokens or 0)
         m["output"] += int(output_tokens or 0)
         m["cache_read"] += int(cache_read or 0)
@@ -112,7 +128,12 @@ class Turn:
         """Run a tool of the domain. ``arguments`` may be a dict or JSON text.
 
         Never raises for a bad call: unknown tools, bad arguments and failed
-        checks come back as a :class:`ToolResult` with ``ok=False``.
+        checks come back as a :class:`ToolResult` with ``ok=False``. Arguments
+        that are no JSON data (an integer too long to write as text, a structure
+        that contains itself, nesting deeper than 64 levels, more than 100,000
+        values) are bad arguments too (400). It raises only to end the turn (the
+        agent stuck in a tool loop, or the domain failing), with a BaseException
+        an agent's ``except Exception`` lets through.
         """
         return self._call(name, arguments)
 

@@ -1,15 +1,17 @@
 """Calling an agent or a simulated user within a trial's deadline.
 
-Async ones run on the trial's event loop; sync ones in a daemon thread, so that a
-hung one times out and the run goes on; those that say they never block (see
-:func:`~.api.runs_inline`) run inline. SystemExit and KeyboardInterrupt they raise
-come back as :class:`_AgentExit`, and :func:`agent_traceback` keeps only the
-agent's own frames of a traceback.
+Async ones run on the trial's event loop, in a task of their own; sync ones in a
+daemon thread, so that a hung one times out and the run goes on; those that say they
+never block (see :func:`~.api.runs_inline`) run inline. Whatever they raise reaches
+the trial as an ordinary exception (see :func:`_carried`), never as a cancellation
+or an exit of the trial itself; :func:`agent_traceback` keeps only the agent's own
+frames of a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import os
@@ -35,6 +37,50 @@ def agent_traceback(e: BaseException) -> str:
     return "".join(lines).rstrip()
 
 
+def exception_text(e: BaseException) -> str:
+    """``Name: message``, or the name alone when the message is empty. Never raises: an
+    agent's exception may carry a message that cannot be made into text."""
+    try:
+        message = str(e)
+    except Exception:
+        message = "(its message could not be read)"
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__
+
+
+class EngineStop(BaseException):
+    """Raised by the engine out of ``call_tool``, through the agent's own code, to end its
+    turn (a bug of the domain, a tool loop). A BaseException so that an agent's ``except
+    Exception`` does not swallow it; the one kind of BaseException that reaches the trial
+    as itself."""
+
+
+class _AgentExit(Exception):
+    """What an agent or user raised that cannot reach the trial as itself, carried as an
+    ordinary exception (see :func:`_carried`). (Its class name shows in a simulated
+    user's failure message: keep it.)"""
+
+    def __init__(self, exc: BaseException) -> None:
+        try:
+            text = repr(exc)
+        except Exception:
+            text = f"{type(exc).__name__}()"
+        super().__init__(text)
+        self.exc = exc
+
+
+def _carried(e: BaseException) -> BaseException:
+    """What an agent's or user's exception reaches the trial as: itself when it is an
+    ordinary exception (or the engine's own stop), else wrapped in :class:`_AgentExit`.
+    Wrapped are every other BaseException, because asyncio lets SystemExit and
+    KeyboardInterrupt tear down the event loop, a CancelledError would pass for the
+    cancellation of the trial, and the others (GeneratorExit, an agent's own subclass)
+    would escape ``arun_trial``; and StopIteration, which a future refuses to hold (the
+    trial would wait for its whole timeout)."""
+    if isinstance(e, EngineStop) or (isinstance(e, Exception) and not isinstance(e, StopIteration)):
+        return e
+    return _AgentExit(e)
+
+
 def _is_async(fn: Any) -> bool:
     if inspect.iscoroutinefunction(fn):
         return True
@@ -45,39 +91,78 @@ def _is_async(fn: Any) -> bool:
 async def invoke(fn: Any, arg: Any, timeout: float | None) -> Any:
     """Call an agent or user. Async ones run on the loop; sync ones in a worker thread
     (so a hung one times out and the run goes on), except those that run inline."""
-    if runs_inline(fn):
-        value = fn(arg)
-    elif _is_async(fn):
-        value = _exits_guarded(fn, arg)
+    if runs_inline(fn) or _is_async(fn):
+        value = _called(fn, arg)
     else:
         value = await asyncio.wait_for(_in_daemon_thread(fn, arg), timeout)
     if inspect.isawaitable(value):
-        return await asyncio.wait_for(_awaited(value), timeout)
+        return await _awaited_within(value, timeout)
     return value
 
 
-class _AgentExit(Exception):
-    """An agent or user raised SystemExit or KeyboardInterrupt. Carried as an ordinary
-    exception: asyncio lets those two escape a task and tear down the event loop.
-    (Its class name shows in a simulated user's failure message: keep it.)"""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(repr(exc))
-        self.exc = exc
-
-
-def _exits_guarded(fn: Any, arg: Any) -> Any:
+def _called(fn: Any, arg: Any) -> Any:
+    """``fn(arg)`` on the loop (an inline call, or the start of an async one). What it
+    raises is its own: a synchronous call cannot be cancelled from outside."""
     try:
         return fn(arg)
-    except (SystemExit, KeyboardInterrupt) as e:
-        raise _AgentExit(e) from None
+    except BaseException as e:
+        carried = _carried(e)
+        if carried is e:
+            raise
+        raise carried from None
+
+
+async def _awaited_within(aw: Any, timeout: float | None) -> Any:
+    """Await an agent's or user's awaitable in a task of its own, for at most
+    ``timeout`` seconds. Its own task tells a CancelledError it raised itself (its
+    failure) from the trial's cancellation (pytest -x, Ctrl-C, xdist taking the trial
+    away), which still cancels. At its timeout it is cancelled and left to finish on
+    its own: an agent that ignores cancellation cannot hold the trial past its time."""
+    task = asyncio.ensure_future(_awaited(aw))
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:  # the trial is cancelled: the call goes with it
+        _abandon(task)
+        raise
+    if not done:
+        _abandon(task)
+        raise asyncio.TimeoutError()
+    if task.cancelled():  # cancelled by someone else, as the trial pool does at exit
+        raise asyncio.CancelledError()
+    return task.result()
 
 
 async def _awaited(aw: Any) -> Any:
     try:
         return await aw
-    except (SystemExit, KeyboardInterrupt) as e:
+    except asyncio.CancelledError as e:
+        if _being_cancelled():  # its task was cancelled from outside: a real cancellation
+            raise
         raise _AgentExit(e) from None
+    except BaseException as e:
+        carried = _carried(e)
+        if carried is e:
+            raise
+        raise carried from None
+
+
+def _being_cancelled() -> bool:
+    """Whether the current task has been asked to cancel (Python 3.11+). On 3.10, which
+    cannot tell, no: there an agent's task is only cancelled once the trial has stopped
+    waiting for it, so what it then raises is never read."""
+    cancelling = getattr(asyncio.current_task(), "cancelling", None)
+    return cancelling is not None and cancelling() > 0
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """Cancel a call the trial no longer waits for; what it ends with is never read."""
+    task.cancel()
+    task.add_done_callback(_consume)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
@@ -97,17 +182,12 @@ def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
 
     def work() -> None:
         try:
-            value = ctx.run(fn, arg)
-        except (SystemExit, KeyboardInterrupt) as e:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, False, _AgentExit(e))
-            return
+            outcome = (True, ctx.run(fn, arg))
         except BaseException as e:  # carried to the awaiting trial
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, False, e)
-            return
+            outcome = (False, _carried(e))
         if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, True, value)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle, *outcome)
 
     threading.Thread(target=work, name="sandtable-agent", daemon=True).start()
     return fut

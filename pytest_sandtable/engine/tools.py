@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import sys
 from typing import Any
 
 from ..domain.conditions import (
@@ -28,6 +29,141 @@ class ArgError(Exception):
     """A bad argument: becomes a tool error (400) the agent sees."""
 
 
+MAX_ARG_DEPTH = 64
+"""Levels of nested objects and arrays one argument may have (``[[1]]`` has two)."""
+MAX_ARG_VALUES = 100_000
+"""Values (keys, items and scalars, nested ones included) the arguments of one call may hold."""
+
+
+def max_int_digits() -> int:
+    """The longest integer, in decimal digits, that Python turns into text (4,300 unless
+    the interpreter is told otherwise; 0 means no limit)."""
+    limit: int = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # Python 3.10.7+
+    return limit
+
+
+class _LongInteger:
+    """An integer of a call's JSON text too long to read (see :func:`_json_int`)."""
+
+
+def _json_int(text: str) -> Any:
+    """An integer of a call's JSON text: one longer than :func:`max_int_digits` becomes a
+    :class:`_LongInteger`, left for :func:`plain_arguments` to name, where ``json.loads``
+    would raise a ValueError of its own."""
+    try:
+        return int(text)
+    except ValueError:
+        return _LongInteger()
+
+
+def _too_long(n: int) -> bool:
+    limit = max_int_digits()
+    # fewer than 3 bits a digit: surely short enough, without making the text
+    if limit == 0 or n.bit_length() < 3 * limit:
+        return False
+    try:
+        str(n)
+    except ValueError:
+        return True
+    return False
+
+
+def text_of(x: Any) -> str:
+    """``str(x)``; an object whose text cannot be made is named by its type."""
+    try:
+        return str(x)
+    except Exception:
+        return f"<{type(x).__name__}>"
+
+
+class _Plain:
+    """Makes a JSON-compatible copy of a call's arguments (non-JSON leaves become their
+    text) and notes the first reason they are not JSON data at all: an integer too long
+    to write, an object or array that contains itself, nesting deeper than
+    :data:`MAX_ARG_DEPTH`, more than :data:`MAX_ARG_VALUES` values. Such parts become a
+    short marker in the copy, so that the call log can always be written; the walk is
+    bounded by the caps, so no argument makes it recurse or run without end."""
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+        self.values = 0
+        self._inside: set[int] = set()  # the containers on the way down (a cycle comes back to one)
+
+    def _note(self, where: str, problem: str) -> None:
+        if self.problem is None:
+            self.problem = f"{where}: {problem}"
+
+    def full(self) -> bool:
+        return self.values > MAX_ARG_VALUES
+
+    def arguments(self, args: Any) -> Any:
+        """The copy of a call's arguments; a problem inside one names that argument."""
+        if not isinstance(args, dict):
+            return self.copy(args, "arguments", 1)
+        self._inside.add(id(args))
+        out: dict[str, Any] = {}
+        for name, value in args.items():
+            if self.full():
+                break
+            if isinstance(name, str):
+                out[name] = self.copy(value, name, 1)
+            else:
+                out[text_of(self.copy(name, "arguments", 1))] = self.copy(value, "arguments", 1)
+        return out
+
+    def copy(self, x: Any, where: str, level: int) -> Any:
+        self.values += 1
+        if self.full():
+            self._note("arguments", f"expected at most {MAX_ARG_VALUES} values, got more")
+            return "<more values>"
+        t = type(x)
+        if t is str or t is float or t is bool or x is None:
+            return x
+        if isinstance(x, _LongInteger) or (isinstance(x, int) and not isinstance(x, bool) and _too_long(x)):
+            self._note(where, f"expected at most {max_int_digits()} digits in an integer, got more")
+            return f"<integer of more than {max_int_digits()} digits>"
+        if isinstance(x, (dict, list, tuple)):
+            return self._container(x, where, level)
+        if isinstance(x, (int, float)):  # int/float subclasses, e.g. numpy scalars register as these
+            return float(x) if isinstance(x, float) else int(x)
+        return text_of(x)
+
+    def _container(self, x: dict[Any, Any] | list[Any] | tuple[Any, ...], where: str, level: int) -> Any:
+        kind = "an object" if isinstance(x, dict) else "an array"
+        if id(x) in self._inside:
+            self._note(where, f"expected JSON data, got {kind} that contains itself")
+            return "<contains itself>"
+        if level > MAX_ARG_DEPTH:
+            self._note(where, f"expected at most {MAX_ARG_DEPTH} levels of nesting, got more")
+            return f"<nested more than {MAX_ARG_DEPTH} levels>"
+        self._inside.add(id(x))
+        try:
+            if isinstance(x, dict):
+                out: dict[str, Any] = {}
+                for k, v in x.items():
+                    if self.full():
+                        break
+                    key = self.copy(k, where, level + 1)
+                    out[key if isinstance(key, str) else text_of(key)] = self.copy(v, where, level + 1)
+                return out
+            items: list[Any] = []
+            for v in x:
+                if self.full():
+                    break
+                items.append(self.copy(v, where, level + 1))
+            return items
+        finally:
+            self._inside.discard(id(x))
+
+
+def plain_arguments(args: Any) -> tuple[Any, str | None]:
+    """A JSON-compatible copy of a call's arguments (an object, or anything an agent
+    passed instead), for the call log; and why they are not JSON data, naming the
+    argument (None when they are)."""
+    walk = _Plain()
+    return walk.arguments(args), walk.problem
+
+
 _TYPE_NAMES = {
     "string": "a string",
     "number": "a number",
@@ -47,7 +183,7 @@ def _coerce(p: Param, v: Any) -> Any:
     if t == "string":
         if isinstance(v, str):
             out: Any = v
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        elif _is_finite_number(v):
             out = format_value(v)
         else:
             raise _bad(p, v)
@@ -80,6 +216,14 @@ def _coerce(p: Param, v: Any) -> Any:
     return out
 
 
+def _is_finite_number(v: Any) -> bool:
+    """Whether a number may stand for a string argument (as its text): not NaN or an
+    infinity, whose text ("nan", "inf") is no value a person meant."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (isinstance(v, float) and math.isfinite(v))
+
+
 def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
     """Coerce the values inside an object or array argument the way top-level ones are
     ("2" for an integer property becomes 2); what does not coerce is left for validation."""
@@ -90,7 +234,7 @@ def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
     if t == "array" and isinstance(v, list):
         items = schema.get("items")
         return [_coerce_nested(x, items) for x in v] if isinstance(items, dict) else list(v)
-    if t == "string" and isinstance(v, (int, float)) and not isinstance(v, bool):
+    if t == "string" and _is_finite_number(v):
         return format_value(v)
     if t in ("number", "integer") and isinstance(v, str):
         n = as_number(v)
@@ -112,19 +256,25 @@ def _validate_structured(p: Param, v: Any) -> None:
 
 
 def _short(v: Any) -> str:
-    s = json.dumps(v, ensure_ascii=False, default=str)
+    s = json.dumps(plain_arguments(v)[0], ensure_ascii=False)
     return s if len(s) <= 60 else s[:57] + "..."
 
 
 def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
     """Validate and coerce a call's arguments against the tool's params."""
-    if raw is None or raw == "":
+    if raw is None or (isinstance(raw, str) and not raw):
         raw = {}
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = json.loads(raw, parse_int=_json_int)
         except json.JSONDecodeError as e:
             raise ArgError(f"arguments are not valid JSON: {e.msg}") from None
+        except RecursionError:  # nested far deeper than the cap
+            raise ArgError(f"arguments: expected at most {MAX_ARG_DEPTH} levels of nesting, got more") from None
+    # before anything reads them: nothing after can then fail or run without end on them
+    problem = plain_arguments(raw)[1]
+    if problem is not None:
+        raise ArgError(problem)
     if not isinstance(raw, dict):
         raise ArgError(f"arguments must be an object, got {json_type(raw)}")
     unknown = [k for k in raw if k not in tool.params]

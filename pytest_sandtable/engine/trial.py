@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..domain.conditions import format_value
-from ..domain.model import Domain, Invariant, Task
+from ..domain.model import Domain, Invariant, Task, Tool
 from .api import (
     AgentCallable,
     AgentError,
@@ -26,24 +26,22 @@ from .api import (
     UserTurn,
 )
 from .grading import grade
-from .invoke import Deadline, _AgentExit, agent_traceback, invoke
+from .invoke import Deadline, EngineStop, _AgentExit, agent_traceback, exception_text, invoke
 from .reference import ReferenceAgent
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
-from .tools import ArgError, coerce_args, run_checks, run_ops
+from .tools import ArgError, coerce_args, plain_arguments, run_checks, run_ops, text_of
 from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
 
 
-class _DomainBug(BaseException):
-    """A rule or op of the domain raised: the trial is errored (not the agent's fault).
-    BaseException so that an agent's `except Exception` does not swallow it."""
+class _DomainBug(EngineStop):
+    """A rule or op of the domain raised: the trial is errored (not the agent's fault)."""
 
 
-class _ToolBudgetExceeded(BaseException):
-    """Raised out of call_tool to stop an agent stuck in a tool loop (BaseException so
-    an agent's `except Exception` does not swallow it)."""
+class _ToolBudgetExceeded(EngineStop):
+    """Raised out of call_tool to stop an agent stuck in a tool loop."""
 
 
 def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
@@ -116,7 +114,8 @@ class _Trial:
         if self.calls_this_turn > MAX_TOOL_CALLS_PER_TURN:
             raise _ToolBudgetExceeded()
         index = len(self.calls)
-        tool = self.domain.tools.get(str(name))
+        name = name if isinstance(name, str) else text_of(name)
+        tool = self.domain.tools.get(name)
         violations: list[Violation] = []
         args: Any = raw
         if tool is None:
@@ -125,33 +124,17 @@ class _Trial:
         else:
             try:
                 args = coerce_args(tool, raw)
-                bad = None
-            except ArgError as e:
-                bad = str(e)
-            rule_args = args if isinstance(args, dict) else {}
-            try:
-                for inv in self.rules.get(tool.name, ()):
-                    detail = check_call(inv, tool.name, rule_args, self.world, self.succeeded)
-                    if detail:
-                        violations.append(
-                            Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote)
-                        )
-                if bad is not None:
-                    result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {bad}")
-                else:
-                    result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
-            except Exception as e:  # the domain's rules or ops, not the agent, went wrong
-                raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
-            if result.ok:
-                self.succeeded.append((tool.name, args))
-                if tool.handoff:
-                    self.handed_off = True
+            except ArgError as e:  # not a violation: the rules are about calls that could run
+                result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {e}")
+            else:
+                result = self._run(tool, args, index, violations)
+        recorded = plain_arguments(args)[0]
         call: dict[str, Any] = {
             "index": index,
             "turn": self.turn,
-            "tool": str(name),
+            "tool": name,
             # recorded as JSON values: an agent may pass Decimal, datetime, UUID... (results travel as JSON)
-            "args": _plain(args) if isinstance(args, dict) else {"_raw": _plain(args)},
+            "args": recorded if isinstance(recorded, dict) else {"_raw": recorded},
             "ok": result.ok,
             "result": result.value if result.ok else None,
             "error": None if result.ok else {"code": result.error, "message": result.message},
@@ -160,6 +143,23 @@ class _Trial:
         self.calls.append(call)
         self.violations.extend(violations)
         self.transcript.append({"role": "tool", "call": index})
+        return result
+
+    def _run(self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation]) -> ToolResult:
+        """A call with valid arguments: its rules checked (what they find added to
+        ``violations``), then its checks and ops run."""
+        try:
+            for inv in self.rules.get(tool.name, ()):
+                detail = check_call(inv, tool.name, args, self.world, self.succeeded)
+                if detail:
+                    violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
+            result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
+        except Exception as e:  # the domain's rules or ops, not the agent, went wrong
+            raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
+        if result.ok:
+            self.succeeded.append((tool.name, args))
+            if tool.handoff:
+                self.handed_off = True
         return result
 
     def close(self) -> None:
@@ -175,20 +175,6 @@ class _Trial:
                 self.violations.append(
                     Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None, inv.source_quote)
                 )
-
-
-def _plain(x: Any) -> Any:
-    """A JSON-compatible copy of a value (non-JSON leaves become their str())."""
-    t = type(x)
-    if t is str or t is int or t is float or t is bool or x is None:
-        return x
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, (int, float)):  # int/float subclasses, e.g. numpy scalars register as these
-        return float(x) if isinstance(x, float) else int(x)
-    return str(x)
 
 
 class _Dialogue:
@@ -258,7 +244,7 @@ class _Dialogue:
         try:
             return await self._ask_user()
         except Exception as e:
-            self.error = f"simulated user failed: {type(e).__name__}: {e}"
+            self.error = f"simulated user failed: {exception_text(e)}"
             return None
 
     async def _ask_user(self) -> UserReply:
@@ -306,7 +292,7 @@ class _Dialogue:
             self.error = str(e)
             self.ended_by = "domain_error"
             return False
-        except (SystemExit, _ToolBudgetExceeded, Exception) as e:  # Ctrl-C and cancellation go on up
+        except (_ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
             self._agent_raised(e)
             return False
         self.latency.append(time.perf_counter() - t0)
@@ -323,10 +309,11 @@ class _Dialogue:
     def _agent_raised(self, e: BaseException) -> None:
         """Fail the trial for what the agent raised; only an exception of the agent's own
         code (not a timeout, an exit or an adapter's AgentError) keeps its traceback."""
-        if isinstance(e, (SystemExit, _AgentExit)):
-            exc = e.exc if isinstance(e, _AgentExit) else e
-            what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
-            self._agent_failed(f"the agent {what}")
+        exc = e.exc if isinstance(e, _AgentExit) else e  # what the agent's code raised
+        if isinstance(exc, SystemExit):
+            self._agent_failed(f"the agent called sys.exit({exc.code!r})")
+        elif isinstance(exc, KeyboardInterrupt):
+            self._agent_failed("the agent raised KeyboardInterrupt")
         elif isinstance(e, _ToolBudgetExceeded):
             self._agent_failed(f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn")
         elif isinstance(e, (asyncio.TimeoutError, TimeoutError)):
@@ -334,7 +321,7 @@ class _Dialogue:
         elif isinstance(e, AgentError):
             self._agent_failed(str(e))
         else:
-            self._agent_failed(f"the agent raised {type(e).__name__}: {e}", agent_traceback(e))
+            self._agent_failed(f"the agent raised {exception_text(exc)}", agent_traceback(exc))
 
     def _agent_failed(self, detail: str, traceback: str | None = None) -> None:
         """End the trial on the agent's failure: a failed `runtime` check that says what went wrong."""

@@ -85,7 +85,9 @@ class Recorder:
             item.user_properties[:] = [*kept, *_junit_properties(carried[1])]
         report = yield
         if carried is not None and call.when == carried[0]:
-            report.sandtable = carried[1].to_dict()
+            from ..report.safe import portable_trial  # within the caps, no lone surrogate: xdist carries it
+
+            report.sandtable = portable_trial(carried[1])
         return report
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -189,7 +191,7 @@ class Recorder:
     def _results(self, session: pytest.Session) -> Results:
         from ..report.results_json import build_results
 
-        trials = _name_crashed_sides(self.trials, self.run)
+        trials = _name_unknown_sides(self.trials, self.run)
         return build_results(trials, self._run_meta(trials, session), fail_under=self.run.fail_under,
                              floors=self.run.floors, prices=self.run.prices)
 
@@ -288,9 +290,10 @@ class Recorder:
             yield _rel(Path(path), root), dom.sha256
 
 
-def _name_crashed_sides(trials: list[TrialResult], run: RunConfig) -> list[TrialResult]:
-    """The trials, a crashed one naming the agent and user the other trials of its domain
-    used (else those of any domain, else the specs): it never reached its own."""
+def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[TrialResult]:
+    """The trials, one that never reached its agent or user (its worker crashed, or it was
+    skipped) naming those the other trials of its domain used (else those of any domain,
+    else the specs)."""
 
     def most_used(side: str, domain: str | None) -> str | None:
         used = Counter(getattr(t, side) for t in trials if getattr(t, side) and domain in (None, t.domain))
@@ -303,7 +306,7 @@ def _name_crashed_sides(trials: list[TrialResult], run: RunConfig) -> list[Trial
             user=t.user or most_used("user", t.domain) or most_used("user", None) or run.user,
         )
 
-    return [named(t) if t.ended_by == _WORKER_CRASHED else t for t in trials]
+    return [t if t.agent and t.user else named(t) for t in trials]
 
 
 def _stopped_early(session: pytest.Session) -> str | None:
@@ -341,8 +344,6 @@ def crashed_trial(nodeid: str, rootdir: Path, *, run_seed: int, why: str) -> Tri
         return None
     from ..domain.errors import DomainError
     from ..domain.loader import load_domain
-    from ..engine.results import ERRORED, TrialResult
-    from ..engine.trial import trial_seed
 
     path = m.group("path")
     try:
@@ -350,20 +351,14 @@ def crashed_trial(nodeid: str, rootdir: Path, *, run_seed: int, why: str) -> Tri
         task = domain.task(m.group("task"))
     except (DomainError, KeyError, OSError):
         return None
-    i, k = int(m.group("trial")), int(m.group("k"))
+    from .session import ungraded_trial
+
     line = task.pos.line if task.pos else 1
-    return TrialResult(
-        domain=domain.name,
-        task=task.id,
-        trial=i,
-        k=k,
-        seed=trial_seed(run_seed, domain.name, task.id, i),
-        verdict=ERRORED,
-        tags=list(task.tags),
-        critical=task.critical,
+    return ungraded_trial(
+        domain, task, int(m.group("trial")), int(m.group("k")),
+        run_seed=run_seed,
         error=f"the pytest-xdist worker running this trial died ({why}); the trial was not graded",
         ended_by=_WORKER_CRASHED,
-        usage={"agent": {}, "user": {}},
         location=f"{path}:{line}",
     )
 

@@ -10,7 +10,7 @@ import pytest
 
 from ..domain.model import Domain, Task
 from ..engine.results import ERRORED, FAILED, TrialResult
-from .session import run_state
+from .session import RunState, overriding_fixture, run_state, trial_location, ungraded_trial
 
 # tags become markers; these already mean something to pytest
 RESERVED_MARKERS = frozenset(
@@ -73,7 +73,22 @@ class DomainFile(pytest.File):
                 item.add_marker("sandtable")
                 for tag in task.tags:
                     item.add_marker(tag)
+                item.skip_if_silent(st)
                 yield item
+
+
+def _id_as_pytest_reads_it(item: pytest.Item) -> None:
+    """Give a trial item the node id pytest makes of its id's text.
+
+    pytest >= 9 keeps a node id in parts, and reads a recorded id (``--lf``, ``--ff``,
+    ``--sw``, the cache) by taking a trailing ``[...]`` as the item's parameters:
+    ``path::task[1-2]`` is names ``('task',)``, params ``'1-2'``. A trial's ``[i-k]`` is
+    part of its name, so pytest built its id as names ``('task[1-2]',)``, no params: the
+    same text, yet no recorded failure ever matched it. Re-reading the id's own text
+    makes both the same. pytest 8 keeps a node id as plain text: nothing to do."""
+    parts = getattr(item, "_id", None)
+    if parts is not None and not isinstance(parts, str):
+        item._id = type(parts).parse(str(parts))
 
 
 def _relative_problems(e: Any, config: pytest.Config) -> str:
@@ -98,11 +113,36 @@ class TrialItem(pytest.Function):
 
     def __init__(self, *, domain: Domain, task: Task, trial: int, **kw: Any) -> None:
         super().__init__(**kw)
+        _id_as_pytest_reads_it(self)
         self.domain = domain
         self.task = task
         self.trial = trial
         # the phase whose report carries the result, and the result (once the trial ran)
         self.sandtable_result: tuple[str, TrialResult] | None = None
+        self.skip_reason = ""  # why the trial is skipped, if it is (it never runs)
+
+    def skip_if_silent(self, st: RunState) -> None:
+        """Skip the trial when the scripted user would have nothing to say: a task with no
+        `user.opening` and no `user.script` is valid (a model user writes its own lines),
+        yet every trial of it would error. Only for the scripted user --sandtable-user
+        names: a user from a conftest.py fixture is not known until the trial runs.
+
+        The skipped trial still counts, as an errored one carried by its setup report (no
+        graded trial, so its task's verdict is "skipped")."""
+        if self.task.user.opening or self.task.user.script:
+            return
+        if (st.run.user or "scripted").strip() != "scripted" or overriding_fixture(self, "sandtable_user"):
+            return
+        self.skip_reason = (
+            f"task {self.task.id!r} gives the scripted user nothing to say (no user.opening or user.script): "
+            f"write an opening, or run it with a model user (--sandtable-user claude:<model>)"
+        )
+        self.add_marker(pytest.mark.skip(reason=self.skip_reason))
+        result = ungraded_trial(
+            self.domain, self.task, self.trial, st.run.k,
+            run_seed=st.run.seed, error=self.skip_reason, location=trial_location(self), user="scripted",
+        )
+        self.sandtable_result = ("setup", result)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         line = self.task.pos.line - 1 if self.task.pos else 0
@@ -119,8 +159,7 @@ class TrialItem(pytest.Function):
                 if text:
                     self.add_report_section("call", name, text)
         else:
-            loc = f"{self.location[0]}:{(self.location[1] or 0) + 1}"
-            result = st.run_now(self.domain, self.task, self.trial, agent, user, location=loc)
+            result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self))
         if result.verdict == ERRORED:
             self.sandtable_result = ("setup", result)
             raise TrialErrored(result)
@@ -133,14 +172,14 @@ class TrialItem(pytest.Function):
             raise TrialFailed(result)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]
-        from ..report.text import failure_text, transcript_text
+        from ..report.text import failure_text, traceback_text, transcript_text
 
         if isinstance(excinfo.value, (TrialFailed, TrialErrored)):
             result = excinfo.value.result
             when = "setup" if isinstance(excinfo.value, TrialErrored) else "call"
             self.add_report_section(when, "sandtable transcript", transcript_text(result))
             if result.traceback:
-                self.add_report_section(when, "sandtable agent traceback", result.traceback)
+                self.add_report_section(when, "sandtable agent traceback", traceback_text(result))
             return failure_text(result)
         return super().repr_failure(excinfo)
 

@@ -5,10 +5,12 @@ event loop trials run on and the pool of trials in flight. Its options come from
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 from collections.abc import Coroutine
 from itertools import islice
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -17,9 +19,10 @@ from ..adapters.options import AdapterOptions
 from ..adapters.registry import agent_label, make_agent, make_user
 from ..domain.model import Domain, Task
 from ..engine.api import AgentCallable, UserCallable, runs_inline
+from ..engine.invoke import agent_traceback, exception_text
 from ..engine.redact import public_spec
-from ..engine.results import TrialResult
-from ..engine.trial import arun_trial
+from ..engine.results import ERRORED, TrialResult
+from ..engine.trial import arun_trial, trial_seed
 from .config import RUN_STATE, RunConfig, is_xdist_worker
 from .pool import TrialPool, pending_items
 
@@ -83,8 +86,8 @@ class RunState:
             info = getattr(item, "_fixtureinfo", None)
             if info is None or not getattr(item, "is_sandtable_trial", False):
                 continue
-            uses_agent = uses_agent or _overriding_fixture(item, "sandtable_agent") is None
-            uses_user = uses_user or _overriding_fixture(item, "sandtable_user") is None
+            uses_agent = uses_agent or overriding_fixture(item, "sandtable_agent") is None
+            uses_user = uses_user or overriding_fixture(item, "sandtable_user") is None
             if uses_agent and uses_user:
                 break
         if uses_agent:
@@ -96,7 +99,7 @@ class RunState:
         """Say in the header when a conftest.py's sandtable_agent fixture replaces --sandtable-agent."""
         seen: set[str] = set()
         for item in session.items:
-            fixture = _overriding_fixture(item, "sandtable_agent")
+            fixture = overriding_fixture(item, "sandtable_agent")
             if fixture is None:
                 continue
             code = getattr(fixture.func, "__code__", None)
@@ -130,8 +133,16 @@ class RunState:
     def run_now(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
     ) -> TrialResult:
-        """Run one trial now (concurrency 1)."""
-        coro = self._trial(domain, task, trial, agent, user, location)
+        """Run one trial now (concurrency 1). Whatever escapes running it makes it an
+        errored trial (see :meth:`escaped`), except Ctrl-C, which stops the run."""
+        try:
+            return self._drive(self._trial(domain, task, trial, agent, user, location), agent, user)
+        except KeyboardInterrupt:
+            raise  # Ctrl-C (an inline agent's own KeyboardInterrupt cannot be told from it)
+        except BaseException as e:
+            return self.escaped(e, domain, task, trial, agent, user, location)
+
+    def _drive(self, coro: Coroutine[Any, Any, TrialResult], agent: Any, user: Any) -> TrialResult:
         if runs_inline(agent) and runs_inline(user):
             # neither ever awaits: drive the coroutine directly, no event loop round trip
             try:
@@ -142,6 +153,23 @@ class RunState:
             coro.close()
             raise RuntimeError("an inline trial suspended; inline agents and users never await")  # pragma: no cover
         return self.loop.run_until_complete(coro)
+
+    def escaped(
+        self, e: BaseException, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+    ) -> TrialResult:
+        """The errored result of a trial that `e` escaped from: the engine turns what an
+        agent or user raises into a verdict, so this is a safety net for what it does not
+        (an exception that is not an Exception, such as CancelledError, GeneratorExit or
+        one of the agent's own): the trial still counts, with the reason and where it was raised."""
+        return ungraded_trial(
+            domain, task, trial, self.run.k,
+            run_seed=self.run.seed,
+            error=f"running the trial raised {exception_text(e)}; the trial was not graded",
+            location=location,
+            agent=_label(agent),
+            user=_label(user),
+            traceback=agent_traceback(_without_frames_in(e, _NOT_WHERE_IT_WAS_RAISED)),
+        )
 
     def _trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
@@ -169,7 +197,18 @@ class RunState:
         return self._pool
 
     def run_concurrently(self, item: Any, agent: Any, user: Any) -> tuple[TrialResult, dict[str, str]]:
-        """Start this item's trial (unless prefetched), top up the prefetch window, wait for it."""
+        """Start this item's trial (unless prefetched), top up the prefetch window, wait for
+        it. As in :meth:`run_now`, whatever escapes the trial makes it errored, except Ctrl-C."""
+        self._prefetch(item, agent, user)
+        try:
+            return self.pool.wait(item.nodeid)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # the trial's own CancelledError, or a pool that stopped
+            return self.escaped(e, item.domain, item.task, item.trial, agent, user, trial_location(item)), {}
+
+    def _prefetch(self, item: Any, agent: Any, user: Any) -> None:
+        """Submit this item's trial and those of the next items that share its agent and user."""
         pool = self.pool
         self._submit(item, agent, user)
         key = _fixture_key(item)
@@ -184,18 +223,29 @@ class RunState:
             for nxt in upcoming:
                 if window <= 0:
                     break
-                if getattr(nxt, "is_sandtable_trial", False) and _fixture_key(nxt) == key:
+                if getattr(nxt, "is_sandtable_trial", False) and not nxt.skip_reason and _fixture_key(nxt) == key:
                     window -= 1
                     self._submit(nxt, agent, user)
-        return pool.wait(item.nodeid)
 
     def _submit(self, item: Any, agent: Any, user: Any) -> None:
         if self.pool.submitted(item.nodeid):
             return
-        loc = f"{item.location[0]}:{(item.location[1] or 0) + 1}"
-        self.pool.submit(
-            item.nodeid, lambda: self._trial(item.domain, item.task, item.trial, agent, user, loc)
-        )
+        args = (item.domain, item.task, item.trial, agent, user, trial_location(item))
+        self.pool.submit(item.nodeid, lambda: self._settled(*args))
+
+    async def _settled(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+    ) -> TrialResult:
+        """A trial on the pool's loop, whatever escapes it made an errored result there: a
+        KeyboardInterrupt or SystemExit would stop the loop for every trial in flight. (On
+        that thread it never is Ctrl-C, which reaches the main thread.) CancelledError goes
+        on: the pool cancels trials itself; the item's own wait tells the trial's from those."""
+        try:
+            return await self._trial(domain, task, trial, agent, user, location)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            return self.escaped(e, domain, task, trial, agent, user, location)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -204,6 +254,78 @@ class RunState:
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+def ungraded_trial(
+    domain: Domain,
+    task: Task,
+    trial: int,
+    k: int,
+    *,
+    run_seed: int,
+    error: str,
+    location: str,
+    ended_by: str = "",
+    agent: str = "",
+    user: str = "",
+    traceback: str | None = None,
+) -> TrialResult:
+    """An errored TrialResult for a trial that has no result of its own (its worker died,
+    something escaped running it, or it was skipped): it is still one trial of the run,
+    counted in results.json and the summary (never a pass), with ``error`` saying why.
+    An empty ``agent`` / ``user`` is filled in at session finish (``artifacts._name_unknown_sides``)."""
+    return TrialResult(
+        domain=domain.name,
+        task=task.id,
+        trial=trial,
+        k=k,
+        seed=trial_seed(run_seed, domain.name, task.id, trial),
+        verdict=ERRORED,
+        tags=list(task.tags),
+        critical=task.critical,
+        error=error,
+        ended_by=ended_by,
+        agent=agent,
+        user=user,
+        usage={"agent": {}, "user": {}},
+        location=location,
+        traceback=traceback,
+    )
+
+
+def _label(x: Any) -> str:
+    """An agent's or user's label, for a result made after something escaped its trial:
+    naming it must not raise in turn (its `name` may be what raised)."""
+    try:
+        return agent_label(x)
+    except Exception:
+        return ""  # filled in at session finish, as for a trial that never reached it
+
+
+def trial_location(item: Any) -> str:
+    """A trial item's `FILE:LINE` (its task's line), as results.json gives it."""
+    return f"{item.location[0]}:{(item.location[1] or 0) + 1}"
+
+
+# frames that only carried an escaped exception: the plugin's and concurrent.futures'
+_NOT_WHERE_IT_WAS_RAISED = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(concurrent.futures.__file__)) + os.sep,
+)
+
+
+def _without_frames_in(e: BaseException, prefixes: tuple[str, ...]) -> BaseException:
+    """`e` with the frames of files under `prefixes` left out of its traceback."""
+    kept = []
+    tb = e.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(prefixes):
+            kept.append(tb)
+        tb = tb.tb_next
+    chain: TracebackType | None = None
+    for t in reversed(kept):
+        chain = TracebackType(chain, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return e.with_traceback(chain)
 
 
 def _fixture_key(item: Any) -> tuple[int, int] | None:
@@ -219,7 +341,7 @@ def _fixture_key(item: Any) -> tuple[int, int] | None:
     return (id(a[-1]), id(u[-1]))
 
 
-def _overriding_fixture(item: Any, name: str) -> Any:
+def overriding_fixture(item: Any, name: str) -> Any:
     """The fixture definition a conftest.py gives `name` for this item, or None when the
     plugin's own default serves it."""
     info = getattr(item, "_fixtureinfo", None)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .fmt import duration, pct, plural
+from .fmt import clip, duration, pct, plural
 from .types import (
     Diff,
     ErroredTrial,
@@ -383,6 +383,16 @@ def _trial_meta(t: StoredTrial) -> str:
 
 
 def _trial(t: StoredTrial, idx: _Index) -> str:
+    """One trial, or a line saying why it cannot be shown: one odd trial never costs
+    the run its report."""
+    try:
+        return _trial_details(t, idx)
+    except Exception as exc:
+        return (f'<div class="box error">trial {e(t.get("trial"))} of {e(t.get("task"))} cannot be shown '
+                f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
+
+
+def _trial_details(t: StoredTrial, idx: _Index) -> str:
     v = t["verdict"]
     anchor = idx.trial(t["domain"], t["task"], t["trial"])
     bits = [f"trial {e(t['trial'])} of {e(t['k'])}", _badge(v)]
@@ -394,8 +404,10 @@ def _trial(t: StoredTrial, idx: _Index) -> str:
     if failed:
         bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
     body = []
-    if t["error"]:
+    if t["error"] and v == "errored":
         body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(t["error"])}</div>')
+    elif t["error"]:  # a graded trial whose record lost a field that could not be written
+        body.append(f'<div class="box error"><b>note</b>: {e(t["error"])}</div>')
     if failed:
         rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))

@@ -198,9 +198,12 @@ def all_prices(path: str | os.PathLike[str] | None = None) -> Prices:
     return prices
 
 
-def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
+def price_for(model: str | None, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
     """The price entry of ``model``: as named, else without a trailing ``-YYYYMMDD`` or
-    ``-latest`` (``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``)."""
+    ``-latest`` (``claude-sonnet-4-5-20250929`` -> ``claude-sonnet-4-5``). None for a
+    model without a name (None or empty: a server that did not say): it has no price."""
+    if not isinstance(model, str) or not model:
+        return None
     if model in prices:
         return prices[model]
     base = _SUFFIX.sub("", model)

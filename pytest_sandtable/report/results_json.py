@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -31,9 +31,11 @@ from typing import Any, cast
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
 from .fmt import clip, plural
+from .safe import REDACTED, clip_text, encoded_trial, scrub_secrets, scrub_text, secret_values, shown_trial, utf8
 from .types import Gate, Options, Results, Run, StoredTrial, Summary, TaskVerdict
 
 __all__ = [
+    "REDACTED",
     "REPORT_FILE",
     "RESULTS_FILE",
     "SCHEMA_VERSION",
@@ -58,13 +60,6 @@ _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
 _SCHEMA_FILE = "schemas/results.schema.json"
-
-REDACTED = "[redacted]"
-# env vars whose values never appear in a written file
-SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
-SECRET_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
-# shorter values are not secrets in practice, and replacing them would maul ordinary text
-MIN_SECRET_LENGTH = 4
 
 
 class ResultsError(Exception):
@@ -131,7 +126,9 @@ class RunMeta:
             d["shards"] = [{"writer_version": s["writer_version"], "started_at": s["started_at"],
                             "finished_at": s["finished_at"], "trials": s["trials"]} for s in self.shards]
         if self.collection_errors is not None:
-            d["collection_errors"] = [{"path": c["path"], "message": c["message"]} for c in self.collection_errors]
+            # a problem message may quote a huge value of the file: within the text cap
+            d["collection_errors"] = [{"path": c["path"], "message": clip_text(c["message"])}
+                                      for c in self.collection_errors]
         if self.stopped_early:
             d["stopped_early"] = self.stopped_early
         return d
@@ -180,7 +177,9 @@ def build_results(
     from .gates import evaluate
     from .summary import order_trials, summarize
 
-    ts = order_trials(_as_trial(t) for t in trials)
+    secrets = secret_values()
+    # within the size caps before anything reads them: the summary's examples and errors too
+    ts = order_trials(shown_trial(_as_trial(t), secrets) for t in trials)
     summary = summarize(ts, k=run_meta.k, prices=prices)
     floors = dict(floors or {})
     outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
@@ -200,64 +199,6 @@ def build_results(
 def trials_of(results: Mapping[str, Any]) -> list[TrialResult]:
     """The trials of a results.json document as :class:`TrialResult` objects."""
     return [TrialResult.from_dict(t) for t in results.get("trials", [])]
-
-
-# --------------------------------------------------------------------------- secrets
-
-
-def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of env vars named ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` (and
-    ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``), longest first; values shorter than
-    :data:`MIN_SECRET_LENGTH` characters are ignored."""
-    env = os.environ if env is None else env
-    found = set()
-    for name, value in env.items():
-        upper = name.upper()
-        if (upper.endswith(SECRET_SUFFIXES) or upper in SECRET_NAMES) and len(value.strip()) >= MIN_SECRET_LENGTH:
-            found.add(value.strip())
-            if value != value.strip():
-                found.add(value)
-    return sorted(found, key=lambda v: (-len(v), v))
-
-
-def _scrub_str(s: str, secrets: Sequence[str]) -> str:
-    for v in secrets:
-        if v in s:
-            s = s.replace(v, REDACTED)
-    return s
-
-
-def scrub_secrets(obj: Any, secrets: Sequence[str]) -> Any:
-    """A JSON-compatible copy of ``obj`` with every secret value replaced by ``[redacted]``
-    in strings and keys (a number whose digits contain one becomes ``"[redacted]"``).
-    Also makes the value strict JSON: NaN and infinities become null, tuples lists,
-    and other objects their ``str()``."""
-    if isinstance(obj, str):
-        return _scrub_str(obj, secrets) if secrets else obj
-    if obj is None or isinstance(obj, bool):
-        return obj
-    if isinstance(obj, (int, float)):
-        if isinstance(obj, float) and not math.isfinite(obj):
-            return None
-        if secrets and any(v in repr(obj) for v in secrets):
-            return REDACTED
-        return obj
-    if isinstance(obj, Mapping):
-        return {_scrub_str(str(k), secrets): scrub_secrets(v, secrets) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [scrub_secrets(v, secrets) for v in obj]
-    return _scrub_str(str(obj), secrets)
-
-
-def _scrub_text(text: str, secrets: Sequence[str]) -> str:
-    """Last line of defence on a rendered file: the raw, JSON-escaped and HTML-escaped forms."""
-    import html
-
-    for v in secrets:
-        for form in {v, json.dumps(v, ensure_ascii=False)[1:-1], json.dumps(v)[1:-1], html.escape(v, quote=True)}:
-            if form and form in text:
-                text = text.replace(form, REDACTED)
-    return text
 
 
 # --------------------------------------------------------------------------- writing
@@ -289,11 +230,13 @@ def default_run_dir(base: str | os.PathLike[str], domains: Iterable[str], now: d
 
 def _atomic_write(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and os.replace: readers see the old
-    file or the whole new one, never a half-written one."""
+    file or the whole new one, never a half-written one. The text is written as UTF-8,
+    a lone surrogate as U+FFFD (see :func:`~pytest_sandtable.report.safe.utf8`)."""
+    data = utf8(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
@@ -304,19 +247,50 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _cleaned(results: Mapping[str, Any], secrets: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The document with its secrets redacted, and each trial's JSON line. Trial by trial,
+    so that a trial that cannot be encoded loses only its own bad fields (see
+    :func:`~pytest_sandtable.report.safe.encoded_trial`), never the run its files."""
+    clean: dict[str, Any] = {}
+    lines: list[str] = []
+    for key, value in results.items():
+        if key == "trials" and isinstance(value, list):
+            clean[key] = []
+            for t in value:
+                trial, line = encoded_trial(t, secrets)
+                clean[key].append(trial)
+                lines.append(line)
+        else:
+            clean[key] = scrub_secrets(value, secrets)
+    return clean, lines
+
+
+def _document_json(doc: Mapping[str, Any], trial_lines: list[str]) -> str:
+    """results.json's text: the document indented by one space, each trial on a line of
+    its own as the C encoder wrote it (indenting takes Python's slower pure-Python
+    encoder, kept to the parts around the trials)."""
+    slot = f"trials-{uuid.uuid4().hex}"  # stands in for the trials, replaced by their lines
+    shell = {key: [slot] if key == "trials" and trial_lines else value for key, value in doc.items()}
+    text = json.dumps(shell, ensure_ascii=False, indent=1, allow_nan=False)
+    if trial_lines:
+        text = text.replace(json.dumps(slot), ",\n  ".join(trial_lines), 1)
+    return text + "\n"
+
+
 def write_run(
     results: Mapping[str, Any], out_dir: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
 ) -> Path:
     """Write ``results.json`` and ``report.html`` into ``out_dir`` (created if needed);
     returns the folder. Secret values from the environment (see :func:`secret_values`;
-    ``env`` defaults to :data:`os.environ`) are replaced by ``[redacted]`` in both files.
-    Both files are rendered before either is written."""
+    ``env`` defaults to :data:`os.environ`) are replaced by ``[redacted]`` in both files,
+    and lone surrogates by U+FFFD. Both files are rendered before either is written; a
+    trial that cannot be written in full is written without its bad fields, with a note."""
     from .html import render_report
 
     secrets = secret_values(env)
-    clean: dict[str, Any] = scrub_secrets(results, secrets)
-    json_text = _scrub_text(json.dumps(clean, ensure_ascii=False, indent=1, allow_nan=False) + "\n", secrets)
-    html_text = _scrub_text(render_report(clean), secrets)
+    clean, trial_lines = _cleaned(results, secrets)
+    json_text = scrub_text(_document_json(clean, trial_lines), secrets)
+    html_text = scrub_text(render_report(clean), secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(out / RESULTS_FILE, json_text)
@@ -331,7 +305,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike[str],
     from .html import render_report
 
     secrets = secret_values(env)
-    html_text = _scrub_text(render_report(scrub_secrets(results, secrets)), secrets)
+    html_text = scrub_text(render_report(_cleaned(results, secrets)[0]), secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _atomic_write(out / REPORT_FILE, html_text)

@@ -11,6 +11,7 @@ from math import comb
 from typing import Any
 
 from ..engine.results import ERRORED, PASSED, TrialResult
+from .safe import named_usage
 from .types import (
     Cost,
     ErroredTrial,
@@ -229,10 +230,12 @@ def usage_totals(trials: Iterable[TrialResult]) -> SummaryUsage:
 
 
 def _add_usage(into: UsageByModel, by_model: Mapping[str, Mapping[str, Any]]) -> None:
-    for model, u in by_model.items():
+    """Adds one trial's side to the totals, under printable model names (a model given as
+    None or empty counts as ``(unknown model)``, priced n/a) and whole counters."""
+    for model, u in named_usage(by_model).items():
         acc = into.setdefault(model, {})
         for f, v in u.items():
-            acc[f] = acc.get(f, 0) + int(v)
+            acc[f] = acc.get(f, 0) + v
 
 
 def cost_summary(usage: SummaryUsage, prices: Mapping[str, Mapping[str, float]] | None = None) -> Cost:
@@ -249,7 +252,7 @@ def cost_summary(usage: SummaryUsage, prices: Mapping[str, Mapping[str, float]] 
         "agent": agent,
         "user": user,
         "total": sum((c for _, c in costs if c is not None), 0.0),
-        "unpriced": sorted({model for model, c in costs if c is None}),
+        "unpriced": sorted({str(model) for model, c in costs if c is None}),
     }
 
 

@@ -2,6 +2,8 @@
 (pass^j by tag, tasks, failure modes, soft rules, usage), latency and errored trials.
 
 pytest prints it in its ``sandtable`` section; ``merge`` and ``report`` print it too.
+Like a trial's failure text, the lines are made safe for the terminal (:mod:`.safe`):
+secrets redacted, lone surrogates replaced.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from tabulate import tabulate
 
 from .fmt import one_line, pct, plural, secs
+from .safe import for_terminal, secret_values
 from .types import ErroredTrial, FailureMode, Latency, SoftRuleRate, Summary, TaskSummary
 from .usage import USAGE_HEADERS, cost_rows
 
@@ -89,9 +92,10 @@ def _errored(errored: list[ErroredTrial]) -> list[str]:
     return ["", "Errored trials (left out of pass^k)", *(f"  {e['task']}[{e['trial']}]: {e['error']}" for e in errored)]
 
 
-def render_terminal(s: Summary) -> list[str]:
-    """The summary's lines, as pytest's ``sandtable`` section shows them."""
-    return [
+def render_terminal(s: Summary, secrets: Sequence[str] | None = None) -> list[str]:
+    """The summary's lines, as pytest's ``sandtable`` section shows them, without secrets
+    (those of the environment when ``secrets`` is None)."""
+    lines = [
         *_counts(s),
         "",
         *_pass_hat(s),
@@ -103,3 +107,5 @@ def render_terminal(s: Summary) -> list[str]:
         *_latency(s["latency"]),
         *_errored(s["errored_trials"]),
     ]
+    keys = secret_values() if secrets is None else secrets
+    return for_terminal("\n".join(lines), keys).split("\n")

@@ -1,13 +1,22 @@
-"""Plain-text renderings of one trial: the failure message and the transcript."""
+"""Plain-text renderings of one trial for the terminal: the failure message, the
+transcript and the agent's traceback.
+
+What they print is what results.json keeps (:mod:`.safe`): secrets redacted (CI logs
+are often public), every value within the size caps, lone surrogates replaced.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..domain.conditions import format_literal
 from ..engine.results import TrialResult
 from .fmt import clip, plural
+from .safe import for_terminal, secret_values, shown_trial
+
+__all__ = ["failure_text", "headline", "traceback_text", "transcript_text"]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -29,7 +38,33 @@ def headline(r: TrialResult) -> str:
     return f"{r.task} trial {r.trial} of {r.k} {r.verdict} (seed {r.seed}, {how})"
 
 
-def failure_text(r: TrialResult) -> str:
+def _shown(render: Callable[[TrialResult], str], r: TrialResult, secrets: Sequence[str] | None) -> str:
+    """``render`` of ``r`` within the caps, without secrets (those of the environment
+    when ``secrets`` is None) and with lone surrogates replaced."""
+    keys = secret_values() if secrets is None else secrets
+    try:
+        text = render(shown_trial(r, keys))
+    except Exception as exc:  # one odd value must not cost the terminal the trial's verdict
+        text = f"{headline(r)}\n  (its details cannot be shown: {type(exc).__name__}: {clip(str(exc), 200)})"
+    return for_terminal(text, keys)
+
+
+def failure_text(r: TrialResult, secrets: Sequence[str] | None = None) -> str:
+    """The failed checks and violations first, one line each."""
+    return _shown(_failure_text, r, secrets)
+
+
+def transcript_text(r: TrialResult, secrets: Sequence[str] | None = None) -> str:
+    """User, agent, tool calls with arguments and results, violations where they happened."""
+    return _shown(_transcript_text, r, secrets)
+
+
+def traceback_text(r: TrialResult, secrets: Sequence[str] | None = None) -> str:
+    """Where the agent raised (its own frames); empty when it did not."""
+    return _shown(lambda t: t.traceback or "", r, secrets)
+
+
+def _failure_text(r: TrialResult) -> str:
     """The failed checks and violations first, one line each."""
     lines = [headline(r)]
     if r.error:
@@ -51,7 +86,7 @@ def failure_text(r: TrialResult) -> str:
     return "\n".join(lines)
 
 
-def transcript_text(r: TrialResult) -> str:
+def _transcript_text(r: TrialResult) -> str:
     """User, agent, tool calls with arguments and results, violations where they happened."""
     by_call: dict[int, list[str]] = {}
     said: dict[int, list[str]] = {}

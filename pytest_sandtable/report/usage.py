@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..engine.api import UNKNOWN_MODEL
 from .fmt import count, format_cost
 from .prices import estimate_cost
 from .types import SummaryUsage, UsageByModel
@@ -24,6 +25,18 @@ COST_HEADERS_WITH_CALLS = ["side", "model", "calls", "input", "output", "cache r
 """Column headers matching :func:`cost_rows` with ``calls=True``."""
 
 _TOKENS = ("input", "output", "cache_read", "cache_write")
+
+
+def model_name(model: object) -> str:
+    """A model as the tables, results.json and the cost show it: its name, or
+    ``(unknown model)`` (:data:`~pytest_sandtable.engine.api.UNKNOWN_MODEL`, which has no
+    price) for None or a blank name. ``Usage.add`` records it so; this holds the reports
+    to it for usage that reached them another way (an agent writing ``turn.usage.models``,
+    a results.json from elsewhere)."""
+    if model is None:
+        return UNKNOWN_MODEL
+    name = str(model)
+    return name if name.strip() else UNKNOWN_MODEL
 
 
 def _sides(summary_usage: SummaryUsage) -> dict[str, UsageByModel]:
@@ -68,7 +81,7 @@ def _rows(summary_usage: SummaryUsage, cost_of: Callable[[str, str], float | Non
     unknown = 0
     known = 0.0
     for side, models in _sides(summary_usage).items():
-        for model in sorted(models):
+        for model in sorted(models, key=model_name):
             u = models[model]
             counts = [int(u.get(k, 0) or 0) for k in _TOKENS]
             for k, n in zip(_TOKENS, counts):
@@ -80,7 +93,7 @@ def _rows(summary_usage: SummaryUsage, cost_of: Callable[[str, str], float | Non
             else:
                 known += c
             extra = [count(int(u.get("calls", 0) or 0))] if calls else []
-            rows.append([side, model, *extra, *(count(n) for n in counts), format_cost(c)])
+            rows.append([side, model_name(model), *extra, *(count(n) for n in counts), format_cost(c)])
     if len(rows) > 1:
         if unknown == len(rows):
             total = "n/a"

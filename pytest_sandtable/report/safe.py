@@ -1,0 +1,402 @@
+"""What a user sees and keeps is made safe where it leaves the package: no secret, no
+text that UTF-8 cannot hold, no value big enough to drown a report.
+
+Everything a run writes (results.json, report.html) or prints (a trial's failure
+text, transcript and traceback, the summary tables) passes through here:
+
+- **Secrets.** The values of environment variables named like keys
+  (:func:`secret_values`) become ``[redacted]``: :func:`scrub_secrets` on a value,
+  :func:`scrub_text` on rendered text (raw, JSON-escaped and HTML-escaped forms).
+- **Lone surrogates.** An agent or a model may hold ``"\\ud800"``, a
+  code point that UTF-8 cannot encode; writing it would raise and lose the run's
+  files. :func:`utf8` and :func:`safe_text` replace each lone surrogate with U+FFFD
+  (a high surrogate followed by a low one becomes the character the pair encodes), in
+  one pass over the finished text, never a walk over the values.
+- **Size.** One string is shown up to :data:`TEXT_LIMIT` characters, and one tool
+  argument, tool result or world value up to :data:`VALUE_LIMIT` characters of JSON;
+  past that it is clipped, and a marker says how big it was
+  (``… [clipped: 10,485,760 characters]``). :func:`storable_trial` applies the caps
+  to a trial; the JSON sizes are measured with the C encoder.
+- **Values that are not JSON.** A trial field that cannot be bounded, scrubbed or
+  encoded (a circular structure, an integer over Python's 4,300-digit limit) is left
+  out of that trial alone, and the trial's ``error`` says which and why
+  (:func:`storable_trial`, :func:`encoded_trial`): one bad trial never costs a run its
+  results.json and report.html.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, fields
+from typing import Any
+
+from ..engine.results import ERRORED, TrialResult
+from .fmt import clip
+from .usage import model_name
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "TEXT_LIMIT",
+    "VALUE_LIMIT",
+    "clip_text",
+    "clip_value",
+    "encoded_trial",
+    "for_terminal",
+    "named_usage",
+    "portable_trial",
+    "safe_text",
+    "scrub_secrets",
+    "scrub_text",
+    "secret_values",
+    "shown_trial",
+    "storable_trial",
+    "utf8",
+]
+
+TEXT_LIMIT = 20_000
+"""Characters of one string shown in results.json, report.html and the terminal."""
+VALUE_LIMIT = 20_000
+"""Characters of JSON of one tool argument, tool result or world value shown there."""
+
+REDACTED = "[redacted]"
+# env vars whose values never appear in a written file or the terminal
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+SECRET_NAMES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+# shorter values are not secrets in practice, and replacing them would maul ordinary text
+MIN_SECRET_LENGTH = 4
+
+# a surrogate code point: alone it is not a character, and UTF-8 cannot encode it
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# ints longer than this many bits may pass Python's limit on int -> str (4,300 digits)
+_BIG_INT_BITS = 14_000
+_WHY_LIMIT = 200  # characters of an exception's message in a note
+_NAME_LIMIT = 200  # characters of a model's name
+# a trial whose JSON is this short holds no string, argument or result over a cap
+_FAST_LIMIT = min(TEXT_LIMIT, VALUE_LIMIT)
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of env vars named ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` (and
+    ``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``), longest first; values shorter than
+    :data:`MIN_SECRET_LENGTH` characters are ignored. ``env`` defaults to :data:`os.environ`."""
+    env = os.environ if env is None else env
+    found = set()
+    for name, value in env.items():
+        upper = name.upper()
+        if (upper.endswith(SECRET_SUFFIXES) or upper in SECRET_NAMES) and len(value.strip()) >= MIN_SECRET_LENGTH:
+            found.add(value.strip())
+            if value != value.strip():
+                found.add(value)
+    return sorted(found, key=lambda v: (-len(v), v))
+
+
+def _scrub_str(s: str, secrets: Sequence[str]) -> str:
+    for v in secrets:
+        if v in s:
+            s = s.replace(v, REDACTED)
+    return s
+
+
+def scrub_secrets(obj: Any, secrets: Sequence[str]) -> Any:
+    """A JSON-compatible copy of ``obj`` with every secret value replaced by ``[redacted]``
+    in strings and keys (a number whose digits contain one becomes ``"[redacted]"``).
+    Also makes the value strict JSON: NaN and infinities become null, tuples lists,
+    and other objects their ``str()``."""
+    if isinstance(obj, str):
+        return _scrub_str(obj, secrets) if secrets else obj
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, (int, float)):
+        if isinstance(obj, float) and not math.isfinite(obj):
+            return None
+        if secrets and any(v in repr(obj) for v in secrets):
+            return REDACTED
+        return obj
+    if isinstance(obj, Mapping):
+        return {_scrub_str(str(k), secrets): scrub_secrets(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_secrets(v, secrets) for v in obj]
+    return _scrub_str(str(obj), secrets)
+
+
+def scrub_text(text: str, secrets: Sequence[str]) -> str:
+    """Rendered text without secrets: their raw, JSON-escaped and HTML-escaped forms."""
+    import html
+
+    for v in secrets:
+        for form in {v, json.dumps(v, ensure_ascii=False)[1:-1], json.dumps(v)[1:-1], html.escape(v, quote=True)}:
+            if form and form in text:
+                text = text.replace(form, REDACTED)
+    return text
+
+
+# --------------------------------------------------------------------------- text UTF-8 can hold
+
+
+def _repaired(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD and surrogate pairs joined: a round trip
+    through UTF-16, which pairs what pairs and replaces what does not (two C passes)."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def utf8(text: str) -> bytes:
+    """``text`` as UTF-8, a lone surrogate written as U+FFFD instead of raising. The
+    encoding is the check: text without surrogates costs one ``encode``."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _repaired(text).encode("utf-8")
+
+
+def safe_text(text: str) -> str:
+    """``text`` with lone surrogates as U+FFFD, for the terminal (one regex scan when there is none)."""
+    return text if _SURROGATE.search(text) is None else _repaired(text)
+
+
+def for_terminal(text: str, secrets: Sequence[str]) -> str:
+    """Text for the terminal: secrets redacted, lone surrogates replaced."""
+    return safe_text(scrub_text(text, secrets) if secrets else text)
+
+
+# --------------------------------------------------------------------------- size caps
+
+
+def _cut(text: str, size: int, unit: str, limit: int, secrets: Sequence[str]) -> str:
+    """The start of ``text`` and a marker saying how big it was, ``limit`` characters in
+    all (so that clipping again changes nothing). Secrets are redacted before the cut,
+    so that the cut never leaves the start of one readable."""
+    marker = f"… [clipped: {size:,} {unit}]"
+    return scrub_text(text, secrets)[: max(0, limit - len(marker))] + marker
+
+
+def clip_text(text: str, limit: int = TEXT_LIMIT, secrets: Sequence[str] = ()) -> str:
+    """``text``, or, when it is longer than ``limit`` characters, its start and a marker
+    with its length (``… [clipped: 10,485,760 characters]``), ``limit`` characters in all."""
+    return text if len(text) <= limit else _cut(text, len(text), "characters", limit, secrets)
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {clip(str(exc), _WHY_LIMIT)}" if str(exc) else type(exc).__name__
+
+
+def clip_value(value: Any, limit: int = VALUE_LIMIT, secrets: Sequence[str] = ()) -> Any:
+    """A tool argument, tool result or world value within ``limit`` characters of JSON:
+    itself when it fits; a string clipped like :func:`clip_text`; anything bigger, its
+    JSON clipped, as a string (``… [clipped: 12,582,912 characters of JSON]``); and a
+    value that is not JSON at all (a circular structure, an integer past Python's
+    4,300-digit limit) a string saying why (``[not shown: ValueError: ...]``)."""
+    if isinstance(value, str):
+        return clip_text(value, limit, secrets)
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int) and value.bit_length() <= _BIG_INT_BITS:
+        return value
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)  # the C encoder: no indent
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"[not shown: {_why(exc)}]"
+    return value if len(text) <= limit else _cut(text, len(text), "characters of JSON", limit, secrets)
+
+
+def _clipped(obj: Any, secrets: Sequence[str]) -> Any:
+    """``obj`` with every string in it (keys too) clipped to :data:`TEXT_LIMIT`."""
+    if isinstance(obj, str):
+        return clip_text(obj, TEXT_LIMIT, secrets)
+    if isinstance(obj, Mapping):
+        return {_clipped(k, secrets): _clipped(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clipped(v, secrets) for v in obj]
+    return obj
+
+
+def _values(obj: Any, secrets: Sequence[str]) -> Any:
+    """A mapping of values (tool arguments, a row): each key clipped, each value capped;
+    anything else capped as one value."""
+    if isinstance(obj, Mapping):
+        return {_clipped(k, secrets): clip_value(v, VALUE_LIMIT, secrets) for k, v in obj.items()}
+    return clip_value(obj, VALUE_LIMIT, secrets)
+
+
+def _call(call: Any, secrets: Sequence[str]) -> Any:
+    """A tool call: its arguments and result capped as values, the rest clipped."""
+    if not isinstance(call, Mapping):
+        return _clipped(call, secrets)
+    out = {}
+    for k, v in call.items():
+        if k == "args":
+            out[k] = _values(v, secrets)
+        elif k == "result":
+            out[k] = clip_value(v, VALUE_LIMIT, secrets)
+        else:
+            out[k] = _clipped(v, secrets)
+    return out
+
+
+def _diff_entry(entry: Any, secrets: Sequence[str]) -> Any:
+    """``{table, key, row}`` or ``{table, key, fields: {field: {before, after}}}``."""
+    if not isinstance(entry, Mapping):
+        return _clipped(entry, secrets)
+    out = {}
+    for k, v in entry.items():
+        if k == "key":
+            out[k] = clip_value(v, VALUE_LIMIT, secrets)
+        elif k == "row":
+            out[k] = _values(v, secrets)
+        elif k == "fields" and isinstance(v, Mapping):
+            out[k] = {_clipped(f, secrets): _values(ba, secrets) for f, ba in v.items()}
+        else:
+            out[k] = _clipped(v, secrets)
+    return out
+
+
+def _diff(diff: Any, secrets: Sequence[str]) -> Any:
+    if not isinstance(diff, Mapping):
+        return _clipped(diff, secrets)
+    return {k: [_diff_entry(x, secrets) for x in v] if isinstance(v, list) else _clipped(v, secrets)
+            for k, v in diff.items()}
+
+
+def _counters(counts: Any) -> dict[str, int]:
+    """A model's token counters as whole numbers >= 0 (what the schema reads back)."""
+    if not isinstance(counts, Mapping):
+        return {}
+    out: dict[str, int] = {}
+    for name, v in counts.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[str(name)] = max(0, int(v))
+    return out
+
+
+def named_usage(by_model: Any) -> dict[str, dict[str, int]]:
+    """A side's usage (model -> counters) under printable model names (see
+    :func:`~pytest_sandtable.report.usage.model_name`), each counter a whole number >= 0
+    (others dropped); counters of models that end up with one name are added up."""
+    out: dict[str, dict[str, int]] = {}
+    if not isinstance(by_model, Mapping):
+        return out
+    for model, counts in by_model.items():
+        acc = out.setdefault(clip_text(model_name(model), _NAME_LIMIT), {})
+        for name, n in _counters(counts).items():
+            acc[name] = acc.get(name, 0) + n
+    return out
+
+
+def _usage(usage: Any, secrets: Sequence[str]) -> Any:
+    if not isinstance(usage, Mapping):
+        return {"agent": {}, "user": {}}
+    return {side: named_usage(v) if side in ("agent", "user") else _clipped(v, secrets) for side, v in usage.items()}
+
+
+# how each field of a stored trial is bounded (any other field: its strings clipped)
+_BOUND: dict[str, Callable[[Any, Sequence[str]], Any]] = {
+    "calls": lambda calls, secrets: [_call(c, secrets) for c in calls] if isinstance(calls, list)
+    else _clipped(calls, secrets),
+    "diff": _diff,
+    "usage": _usage,
+}
+
+# what a field that cannot be kept becomes: TrialResult's defaults, and for the fields
+# without one a stand-in of the right type
+_REQUIRED_STAND_INS: dict[str, Any] = {"domain": "?", "task": "?", "trial": 1, "k": 1, "seed": 0, "verdict": ERRORED}
+
+
+def _stand_in(name: str) -> Any:
+    for f in fields(TrialResult):
+        if f.name == name:
+            if f.default_factory is not MISSING:
+                return f.default_factory()
+            if f.default is not MISSING:
+                return f.default
+    return _REQUIRED_STAND_INS.get(name)
+
+
+def _fieldwise(d: Mapping[str, Any], keep: Callable[[str, Any], Any]) -> dict[str, Any]:
+    """``keep(name, value)`` of every field of the stored trial ``d``; a field it raises on
+    is left out (its empty value), and the trial's ``error`` says which and why."""
+    out: dict[str, Any] = {}
+    lost: list[str] = []
+    for name, value in d.items():
+        try:
+            out[name] = keep(name, value)
+        except Exception as exc:  # one bad value must not cost the run its results
+            out[name] = _stand_in(name)
+            lost.append(f"{name} ({_why(exc)})")
+    if lost:
+        note = f"left out of this trial's record, as it could not be written: {'; '.join(lost)}"
+        before = out.get("error")
+        out["error"] = f"{clip(before, 2_000)}; {note}" if isinstance(before, str) and before else note
+    return out
+
+
+def storable_trial(d: Mapping[str, Any], secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """A stored trial (``TrialResult.to_dict()``) within the caps: every string clipped to
+    :data:`TEXT_LIMIT` characters; each tool argument, tool result and value of the world
+    diff to :data:`VALUE_LIMIT` characters of JSON; model names of its usage printable.
+    ``secrets`` are redacted in what is clipped before it is cut. A field that cannot be
+    bounded is left out with a note in ``error``."""
+    # a walk, not one encoding of the whole trial to see whether it fits: a hostile trial
+    # holds many megabytes, which the walk cuts without encoding them
+    return _fieldwise(d, lambda name, value: _BOUND.get(name, _clipped)(value, secrets))
+
+
+def shown_trial(r: TrialResult, secrets: Sequence[str] = ()) -> TrialResult:
+    """``r`` within the caps of :func:`storable_trial`, as a :class:`TrialResult`."""
+    return TrialResult.from_dict(storable_trial(r.to_dict(), secrets))
+
+
+def portable_trial(r: TrialResult) -> dict[str, Any]:
+    """``r`` as a plain dict that any transport can carry (pytest-xdist's, which encodes
+    text as UTF-8), and that a recorder may hold for the whole run: within the caps,
+    strict JSON, lone surrogates replaced.
+
+    It runs once per trial item, so the usual trial costs one pass of the C encoder: when
+    its JSON is within the smaller cap and valid UTF-8, nothing in it can need a change.
+    Any other is bounded (:func:`storable_trial`), encoded and read back."""
+    d = r.to_dict()
+    try:
+        # a long conversation is surely over the cap: no need to encode it to know
+        if sum(len(str(e.get("text", ""))) for e in r.transcript) <= _FAST_LIMIT:
+            text = json.dumps(d, ensure_ascii=False, allow_nan=False)
+            if len(text) <= _FAST_LIMIT:
+                text.encode("utf-8")  # raises on a lone surrogate
+                return d
+    except (ValueError, TypeError, RecursionError, AttributeError):  # UnicodeEncodeError is a ValueError
+        pass
+    _, text = encoded_trial(storable_trial(d), ())
+    portable: dict[str, Any] = json.loads(utf8(text))
+    return portable
+
+
+def _encoded(value: Any, secrets: Sequence[str]) -> tuple[Any, str]:
+    clean = scrub_secrets(value, secrets)
+    return clean, json.dumps(clean, ensure_ascii=False, allow_nan=False)
+
+
+def _holds_secret(text: str, secrets: Sequence[str]) -> bool:
+    """Whether JSON text holds a secret, raw or JSON-escaped."""
+    return any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets)
+
+
+def encoded_trial(d: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[str, Any], str]:
+    """A stored trial with its secrets redacted, and its JSON on one line (the C
+    encoder). A field that cannot be encoded is left out with a note in ``error``."""
+    try:  # most trials: strict JSON as they are, and no secret in them
+        text = json.dumps(d, ensure_ascii=False, allow_nan=False)
+        if not _holds_secret(text, secrets):
+            return dict(d), text
+    except (ValueError, TypeError, RecursionError):
+        pass  # NaN, an object that is not JSON, ...: scrub_secrets makes them JSON
+    try:
+        clean, text = _encoded(d, secrets)
+    except Exception:  # find the culprit field by field
+        kept = _fieldwise(d, lambda _, value: _encoded(value, secrets)[0])
+        clean, text = _encoded(kept, secrets)
+    return clean, text
