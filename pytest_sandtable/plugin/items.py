@@ -12,11 +12,6 @@ from ..domain.model import Domain, Task
 from ..engine.results import ERRORED, FAILED, TrialResult
 from .session import RunState, overriding_fixture, run_state, trial_location, ungraded_trial
 
-# tags become markers; these already mean something to pytest
-RESERVED_MARKERS = frozenset(
-    {"skip", "skipif", "xfail", "parametrize", "usefixtures", "filterwarnings", "tryfirst", "trylast", "sandtable"}
-)
-
 
 class TrialFailed(Exception):
     def __init__(self, result: TrialResult) -> None:
@@ -43,19 +38,6 @@ class DomainFile(pytest.File):
         except DomainError as e:
             st.domain_errors += 1
             raise self.CollectError(_relative_problems(e, self.config)) from None
-        reserved = [
-            (task, tag) for task in domain.tasks for tag in task.tags if tag in RESERVED_MARKERS
-        ]
-        if reserved:
-            st.domain_errors += 1
-            rel = self.config.rootpath
-            lines = [
-                f"{self.path.relative_to(rel) if self.path.is_relative_to(rel) else self.path}:"
-                f"{task.pos.line if task.pos else 0}: tasks ({task.id}).tags: {tag!r} is a pytest marker "
-                f"with its own meaning; rename the tag"
-                for task, tag in reserved
-            ]
-            raise self.CollectError("\n".join(lines))
         st.domains[str(self.path)] = domain
         for tag in sorted({t for task in domain.tasks for t in task.tags}):
             self.config.addinivalue_line("markers", f"{tag}: sandtable tag")
