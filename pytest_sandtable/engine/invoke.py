@@ -30,9 +30,12 @@ _NOT_THE_AGENTS = (
 )
 
 
-def agent_traceback(e: BaseException) -> str:
-    """The traceback of an agent's exception, without this package's own frames."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(_NOT_THE_AGENTS)]
+def agent_traceback(e: BaseException, also_not_the_agents: tuple[str, ...] = ()) -> str:
+    """The traceback of an agent's exception, without the engine's own frames (nor those
+    of files under the path prefixes ``also_not_the_agents``, for a caller that only
+    carried the exception)."""
+    skip = _NOT_THE_AGENTS + also_not_the_agents
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith(skip)]
     lines = traceback.format_list(frames[-20:]) + traceback.format_exception_only(type(e), e)
     return "".join(lines).rstrip()
 

@@ -10,7 +10,6 @@ import os
 from collections.abc import Coroutine
 from itertools import islice
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import pytest
@@ -168,7 +167,7 @@ class RunState:
             location=location,
             agent=_label(agent),
             user=_label(user),
-            traceback=agent_traceback(_without_frames_in(e, _NOT_WHERE_IT_WAS_RAISED)),
+            traceback=agent_traceback(e, _NOT_WHERE_IT_WAS_RAISED),
         )
 
     def _trial(
@@ -312,20 +311,6 @@ _NOT_WHERE_IT_WAS_RAISED = (
     os.path.dirname(os.path.abspath(__file__)) + os.sep,
     os.path.dirname(os.path.abspath(concurrent.futures.__file__)) + os.sep,
 )
-
-
-def _without_frames_in(e: BaseException, prefixes: tuple[str, ...]) -> BaseException:
-    """`e` with the frames of files under `prefixes` left out of its traceback."""
-    kept = []
-    tb = e.__traceback__
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(prefixes):
-            kept.append(tb)
-        tb = tb.tb_next
-    chain: TracebackType | None = None
-    for t in reversed(kept):
-        chain = TracebackType(chain, t.tb_frame, t.tb_lasti, t.tb_lineno)
-    return e.with_traceback(chain)
 
 
 def _fixture_key(item: Any) -> tuple[int, int] | None:
