@@ -142,6 +142,7 @@ class Invariant:
     source_quote: str | None = None
     description: str | None = None
     pos: Pos | None = None
+    pending: bool = False  # drafted (by `init`) and not yet accepted by a person
 
     @property
     def tool(self) -> str | None:
@@ -208,6 +209,7 @@ class Task:
     expect: Expect = field(default_factory=Expect)
     reference: list[RefStep] = field(default_factory=list)
     pos: Pos | None = None
+    pending: bool = False  # drafted (by `init`) and not yet accepted by a person
 
 
 @dataclass
@@ -221,6 +223,8 @@ class Domain:
     tasks: list[Task]
     version: int = SPEC_VERSION
     tags: dict[str, str] = field(default_factory=dict)  # declared tags (optional)
+    # declared tags scored pooled across the domains of a run (the others per domain)
+    shared_tags: set[str] = field(default_factory=set)
     path: str | None = None  # the file it was loaded from
     sha256: str = ""  # of the file's bytes
 
@@ -229,6 +233,12 @@ class Domain:
             if t.id == task_id:
                 return t
         raise KeyError(task_id)
+
+    def pending_for(self, task: Task) -> list[dict[str, str]]:
+        """The drafted, not yet accepted items a trial of ``task`` runs under: the task
+        itself and every pending rule (rules apply to every task)."""
+        items = [{"kind": "task", "id": task.id}] if task.pending else []
+        return items + [{"kind": "rule", "id": inv.id} for inv in self.invariants if inv.pending]
 
     def system_prompt(self) -> str:
         """The default system prompt: the domain's description and policy."""

@@ -61,6 +61,15 @@ class TrialResult:
     traceback: str | None = None
     # soft rule id -> {"tool": tool or None, "applied": its tool was attempted, "broken": violated}
     soft: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # (schema 1.2) the task's tags its domain declares shared across domains; the others
+    # are scored per domain when a run has several domains
+    shared_tags: list[str] = field(default_factory=list)
+    # (schema 1.2) drafted items nobody has accepted yet that this trial ran under:
+    # {"kind": "task" | "rule", "id": ...}; any makes the run provisional
+    pending: list[dict[str, str]] = field(default_factory=list)
+    # (schema 1.2) who likely owns a failure: {"owner": "agent" | "task" | "user",
+    # "evidence": why}; None for a trial that passed or errored
+    attribution: dict[str, str] | None = None
 
     @property
     def passed(self) -> bool:

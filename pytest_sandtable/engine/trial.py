@@ -431,6 +431,8 @@ async def arun_trial(
         seed=info.seed,
         verdict=verdict,
         tags=list(task.tags),
+        shared_tags=[tag for tag in task.tags if tag in domain.shared_tags],
+        pending=domain.pending_for(task),
         critical=task.critical,
         error=error,
         ended_by=talk.ended_by,
