@@ -125,16 +125,25 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     assert failed["checks"][0]["passed"] is False
     assert failed["checks"][0]["detail"] == 'refunds where customer_id="C-1", amount=20: 0 rows, expected 1'
 
+    # the Wilson 95% interval of a success rate: 1 of 2 is 9.5-90.5%, 2 of 2 still 34.2-100%
+    half, whole = [pytest.approx(0.0945312, abs=1e-6), pytest.approx(0.9054688, abs=1e-6)], \
+        [pytest.approx(0.3423802, abs=1e-6), 1.0]
     assert doc["tasks"] == [
         {"domain": "shop", "task": "refund", "verdict": "flaky", "critical": True, "tags": ["refunds"],
-         "trials": 2, "graded": 2, "passed": 1, "errored": 0},
+         "trials": 2, "graded": 2, "passed": 1, "errored": 0, "rate_ci": half},
         {"domain": "shop", "task": "greet", "verdict": "flaky", "critical": False, "tags": ["chat"],
-         "trials": 2, "graded": 2, "passed": 1, "errored": 0},
+         "trials": 2, "graded": 2, "passed": 1, "errored": 0, "rate_ci": half},
         {"domain": "shop", "task": "order-status", "verdict": "passed", "critical": False, "tags": ["chat"],
-         "trials": 2, "graded": 2, "passed": 2, "errored": 0},
+         "trials": 2, "graded": 2, "passed": 2, "errored": 0, "rate_ci": whole},
     ]
     s = doc["summary"]
     assert s["pass_hat"] == {"1": pytest.approx(4 / 6), "2": pytest.approx(1 / 3)}
+    assert s["pass_hat_tasks"] == {"1": 3, "2": 3}
+    assert s["pass_at"] == {"1": pytest.approx(4 / 6), "2": 1.0}
+    assert set(s["pass_hat_ci"]) == set(s["pass_at_ci"]) == {"1", "2"}
+    assert s["intervals"] == {"level": 0.95, "task": "wilson", "aggregate": "two-level bootstrap",
+                              "resamples": 2000, "seed": 0}
+    assert s["provisional"] == [] and "domain_scores" not in s  # nothing pending; one domain
     assert s["tags"]["chat"]["pass_hat"] == {"1": 0.75, "2": 0.5}
     assert [m["id"] for m in s["failure_modes"]] == ["reply:Hello", "state:refunds[where]#1"]
     assert doc["gate"] == {

@@ -221,6 +221,8 @@ def test_the_failure_message_puts_the_failed_checks_first(freight: st.Domain, pl
         "  invariant  rate-ceiling           book_load rate=2600 exceeds the limit 2350",
         "  called     called:verify_carrier  verify_carrier was never called successfully",
         '  reply      reply:confirmation     agent never said "confirmation"',
+        "  likely owner: agent — the agent broke rule verify-before-book with call 1 (book_load) at turn 1: "
+        "book_load called before verify_carrier succeeded for mc_number=100101",
     ]
 
 

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from pytest_sandtable.engine.results import TrialResult
-from pytest_sandtable.report.gates import GateCheck, GateError, evaluate, parse_fail_under, parse_floor, verdict_lines
+from pytest_sandtable.report.gates import (
+    GateCheck,
+    GateError,
+    evaluate,
+    gate_is_set,
+    parse_fail_under,
+    parse_floor,
+    verdict_lines,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import PLUGIN_ARGS, make_shop, only_results
@@ -384,3 +392,26 @@ def test_a_failing_plain_test_still_fails_a_gated_run(shop: pytest.Pytester) -> 
     assert gate_lines(result) == [
         "sandtable gate passed: pass^4 66.7% meets --sandtable-fail-under 10% with 56.7 points to spare"
     ]
+
+
+# --------------------------------------------------------------------------- the regression gate (evaluate)
+
+
+def test_regression_checks_join_the_gate_and_set_it() -> None:
+    bad = GateCheck(False, "task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 < 0.05)")
+    out = evaluate(SUMMARY, None, {}, [], regression=[bad])
+    assert (out.passed, out.gate_set) == (False, True)
+    assert out.lines == ["sandtable gate failed: task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 < 0.05)"]
+    out = evaluate(SUMMARY, 60, {}, [], regression=[bad, GateCheck(True, "pass^4 did not drop")])
+    assert out.lines == [
+        "sandtable gate failed: task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 < 0.05)",
+        "  failed: task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 < 0.05)",
+        "  passed: pass^4 62.5% meets --sandtable-fail-under 60% with 2.5 points to spare",
+        "  passed: pass^4 did not drop",
+    ]
+
+
+def test_no_regression_check_leaves_the_gate_unset() -> None:
+    assert evaluate(SUMMARY, None, {}, []).gate_set is False
+    assert evaluate(SUMMARY, None, {}, [], regression=[]).gate_set is True  # --sandtable-fail-on-regression given
+    assert gate_is_set(None, {}, regression=True) and not gate_is_set(None, {})

@@ -268,3 +268,57 @@ def _dump_dom_checks(report: Path) -> None:
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in dom
     assert "<img" not in dom
     assert 'class="no-js"' not in dom  # the page's script ran (and only it: CSP by hash)
+
+
+def _scored_report(tmp_path: Path) -> Path:
+    """Two domains, a drafted rule pending review, failed trials with their likely owners."""
+    from pytest_sandtable.engine.results import Check
+
+    trials = []
+    for domain, task, verdicts, owner in [("shop", "refund", "ppfp", "agent"), ("bank", "transfer", "pffp", "user")]:
+        for i, v in enumerate(verdicts, 1):
+            failed = v == "f"
+            trials.append(TrialResult(
+                domain=domain, task=task, trial=i, k=4, seed=i, verdict="failed" if failed else "passed",
+                tags=["money"], shared_tags=["money"], location=f"{domain}.sandtable.yaml:1",
+                checks=[Check("state", f"state:{task}#1", False, "no row")] if failed else [],
+                attribution={"owner": owner, "evidence": f"the {owner} did it"} if failed else None,
+                pending=[{"kind": "rule", "id": "refund-cap"}] if domain == "shop" else []))
+    meta = RunMeta(domains=[{"name": "shop", "path": "shop.sandtable.yaml", "sha256": "0" * 64}],
+                   agent="reference", user="scripted", k=4, run_seed=0)
+    return write_run(build_results(trials, meta), tmp_path / "scored") / "report.html"
+
+
+@needs_chromium
+def test_intervals_owners_and_the_provisional_banner_in_a_browser(tmp_path: Path) -> None:
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed")
+    report = _scored_report(tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.as_uri())
+            assert page.title() == "sandtable: pass^4 0.0% · shop (provisional)"
+            banner = page.locator("#provisional")
+            assert banner.is_visible() and _in_viewport(page, "#provisional")
+            assert banner.locator("h2").inner_text() == "Provisional: 1 drafted item is pending review"
+            assert banner.locator("li").inner_text() == "rule shop/refund-cap (4 trials ran under it)"
+            assert page.locator("#headline").inner_text() == "0.0%"
+            assert page.locator("#headline-ci").inner_text() == "95% CI 0-100%"
+            assert page.locator("svg.chart line.ci").count() == 4
+            scores = page.locator("table.scores.pass_hat tbody tr")
+            assert [r.locator("td").first.inner_text() for r in scores.all()] == [
+                "all tasks", "domain bank", "domain shop", "money"]
+            assert scores.first.locator("td").nth(2).inner_text() == "62.5%\n25-100%"
+            owners = page.locator("table.owners tbody tr")
+            assert [r.inner_text().split("\t") for r in owners.all()] == [
+                ["user", "2", "bank/transfer"], ["agent", "1", "shop/refund"]]
+            owner_box = page.locator("#trial-1-2 .box.owner")  # bank/transfer[2] failed: open
+            assert owner_box.is_visible() and owner_box.inner_text() == "likely owner: user the user did it"
+            assert errors == []
+        finally:
+            browser.close()

@@ -39,8 +39,9 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "engine": ("engine", "domain"),
     "report": ("report", "engine", "domain"),
     "adapters": ("adapters", "engine", "domain"),
+    "authoring": ("authoring", "adapters", "report", "engine", "domain"),
     "plugin": ("plugin", "adapters", "report", "engine", "domain"),
-    "cli": ("cli", "adapters", "report", "engine", "domain"),
+    "cli": ("cli", "authoring", "adapters", "report", "engine", "domain"),
 }
 
 # The root ``__init__`` (the lazy public API) and ``__main__`` sit outside the
@@ -59,6 +60,7 @@ FORBIDDEN: Mapping[str, tuple[str, ...]] = {
     "engine": _NOT_PYTEST + _NOT_HTTP,
     "report": _NOT_PYTEST + _NOT_HTTP,
     "adapters": _NOT_PYTEST,
+    "authoring": _NOT_PYTEST,
 }
 
 
@@ -303,11 +305,11 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "helpers.py": "",
     })
     assert layer_problems(toy) == [
-        "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, plugin, cli)",
+        "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, plugin, cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
-        "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, adapters, report, engine, "
-        "domain",
+        "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, adapters, "
+        "report, engine, domain",
         "toy/domain/model.py:5: toy.domain.model imports toy.engine.world: domain may import only domain",
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",

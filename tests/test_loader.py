@@ -218,7 +218,11 @@ def test_valid_domain_loads_into_dataclasses() -> None:
     assert (task.critical, task.max_turns, task.tags) == (True, 12, ["booking"])
     assert task.given == [Op("update", {"table": "loads", "key": "L-1001", "set": {"max_rate": 2400}})]
     assert task.user.opening == "Hi, this is Sam, MC 100101, calling about L-1001."
-    assert task.user.script == ["Can you do 2,100?", "Deal. Please book it."]
+    assert [(line.say, line.when, line.end) for line in task.user.script] == [
+        ("Can you do 2,100?", None, False),
+        ("Deal. Please book it.", None, False),
+    ]
+    assert (task.user.say_unknown, task.pending, task.expect_nothing) == (None, False, False)
     assert task.expect.state == [
         StateExpectation("bookings", where={"load_id": "L-1001", "mc_number": "100101"}, count=1, index=1),
         StateExpectation("loads", key="L-1001", fields={"status": "booked"}, index=1),
@@ -504,6 +508,154 @@ def test_problem_and_path_format() -> None:
     p = Problem("d.yaml", 42, 7, "tools[2].params.rate.type", "found 'numbr'")
     assert str(p) == "d.yaml:42:7: tools[2].params.rate.type: found 'numbr'"
     assert str(Problem("d.yaml", None, None, "", "no such file")) == "d.yaml: no such file"
+
+
+# --------------------------------------------------------------------------- pending items, shared tags, expect_nothing
+
+
+def test_pending_tasks_and_rules_load_and_a_trial_runs_under_them() -> None:
+    d = load_domain_text(
+        edit("  - id: just-asking\n", "  - id: just-asking\n    pending: true\n    expect_nothing: true\n").replace(
+            "  - { id: no-refunds-over-500, kind: never,", "  - { id: no-refunds-over-500, pending: true, kind: never,"
+        )
+    )
+    assert [(inv.id, inv.pending) for inv in d.invariants if inv.pending] == [("no-refunds-over-500", True)]
+    # `pending` is no part of the rule's kind-specific spec
+    assert "pending" not in d.invariants[3].spec
+    asking, happy = d.task("just-asking"), d.task("book-happy-path")
+    assert (asking.pending, asking.expect_nothing, happy.pending, happy.expect_nothing) == (True, True, False, False)
+    rule = {"kind": "rule", "id": "no-refunds-over-500"}
+    assert d.pending_for(asking) == [{"kind": "task", "id": "just-asking"}, rule]
+    assert d.pending_for(happy) == [rule]
+
+
+def test_pending_and_expect_nothing_are_booleans() -> None:
+    text = edit("  - id: just-asking\n", "  - id: just-asking\n    pending: yes\n    expect_nothing: 1\n")
+    assert problems(text.replace("kind: never,", "kind: never, pending: maybe,")) == [
+        "sandtable.yaml:73:54: invariants[4].pending: found string 'maybe', expected boolean",
+        "sandtable.yaml:111:14: tasks[1].pending: found string 'yes', expected boolean",
+        "sandtable.yaml:112:21: tasks[1].expect_nothing: found integer 1, expected boolean",
+    ]
+
+
+def test_a_tag_may_be_declared_shared() -> None:
+    d = load_domain_text(
+        edit("  booking: Carriers booking loads.\n", "  booking: Carriers booking loads.\n"
+             "  safety: { description: Safety rules every desk has., shared: true }\n  misc: {}\n")
+    )
+    assert d.tags == {"booking": "Carriers booking loads.", "safety": "Safety rules every desk has.", "misc": ""}
+    assert d.shared_tags == {"safety"}
+    assert load_domain_text(DOMAIN).shared_tags == set()
+
+
+def test_a_shared_tag_is_a_description_and_a_boolean() -> None:
+    assert problems(edit("  booking: Carriers booking loads.\n", "  booking: { description: 1, shard: true }\n")) == [
+        "sandtable.yaml:7:27: tags.booking.description: found integer 1, expected string; "
+        "put it in quotes to make it a string",
+        "sandtable.yaml:7:30: tags.booking.shard: unknown key 'shard'; did you mean 'shared'?",
+    ]
+
+
+# --------------------------------------------------------------------------- messages that point at the real mistake
+
+
+# τ-bench airline's reservations, ported without `fields:`: the fields are what rows and writes use.
+AIRLINE = """\
+version: 1
+name: airline
+world:
+  reservations:
+    key: reservation_id
+    rows:
+      - { reservation_id: NO6JO3, user_id: mia_li_3668 }
+tools:
+  - name: cancel_reservation
+    params: { reservation_id: { type: string } }
+    ops:
+      - update: { table: reservations, key: $reservation_id, set: { statsu: cancelled } }
+  - name: active_reservations
+    params: {}
+    ops:
+      - list: { table: reservations, where: { status: active } }
+tasks:
+  - id: cancel
+    user: { opening: Cancel NO6JO3. }
+    expect:
+      state: [{ table: reservations, key: NO6JO3, fields: { status: cancelled } }]
+  - id: keep
+    user: { opening: Keep it. }
+    expect:
+      state: [{ table: reservations, where: { status: cancelled }, count: 0 }]
+"""
+
+
+def test_a_typo_in_a_write_is_reported_at_the_write_not_at_every_correct_read() -> None:
+    with pytest.raises(DomainError) as info:
+        load_domain_text(AIRLINE, "airline.yaml")
+    assert str(info.value).splitlines() == [
+        "airline.yaml:12:69: tools[0].ops[0].update.set.statsu: unknown field 'statsu' of table reservations; "
+        "did you mean 'status'? (no seed row has either; 'status' is read in 3 places, first at line 16, "
+        "'statsu' is only written)"
+    ]
+    load_domain_text(AIRLINE.replace("statsu:", "status:"))
+
+
+def test_a_typo_in_one_read_is_reported_at_that_read() -> None:
+    text = AIRLINE.replace("statsu:", "status:").replace("where: { status: active }", "where: { stauts: active }")
+    with pytest.raises(DomainError) as info:
+        load_domain_text(text, "airline.yaml")
+    assert str(info.value).splitlines() == [
+        "airline.yaml:16:47: tools[1].ops[0].list.where.stauts: unknown field 'stauts' of table reservations; "
+        "did you mean 'status'?"
+    ]
+
+
+def test_a_write_that_only_looks_like_a_read_field_is_no_typo_when_it_is_read_too() -> None:
+    # `statsu` read somewhere makes it a field of its own: the reads of `status` are the mistake
+    text = AIRLINE.replace("fields: { status: cancelled }", "fields: { statsu: cancelled }")
+    with pytest.raises(DomainError) as info:
+        load_domain_text(text, "airline.yaml")
+    assert str(info.value).splitlines() == [
+        "airline.yaml:16:47: tools[1].ops[0].list.where.status: unknown field 'status' of table reservations; "
+        "did you mean 'statsu'?",
+        "airline.yaml:25:47: tasks[1].expect.state[0].where.status: unknown field 'status' of table "
+        "reservations; did you mean 'statsu'?",
+    ]
+
+
+def test_a_json_schema_keyword_in_a_param_says_what_a_param_takes() -> None:
+    text = edit("rate: { type: number }\n    checks", "rate: { type: number, minimum: 0 }\n    checks").replace(
+        "params: { load_id: { type: string }, rate: { type: number } }",
+        "params: { load_id: { type: array, items: { type: string }, maxItems: 3 }, rate: { type: number } }",
+    )
+    hint = (
+        "a param takes this subset of JSON Schema: type, description, required, default, enum, properties, "
+        "items; state any other limit in the param's description, which the agent reads"
+    )
+    assert problems(text) == [
+        f"sandtable.yaml:40:29: tools[2].params.rate.minimum: unknown key 'minimum'; {hint}",
+        f"sandtable.yaml:48:64: tools[3].params.load_id.maxItems: unknown key 'maxItems'; {hint}",
+    ]
+
+
+def test_a_record_reference_in_a_where_points_at_match_and_limit() -> None:
+    text = edit(
+        "where: { insurance_status: valid }",
+        "where: { insurance_status: { table: loads, key: $load_id, field: status } }",
+    )
+    assert problems(text) == [
+        "sandtable.yaml:66:32: invariants[1].where.insurance_status: found a {table, key, field} record "
+        "reference, expected a value or an operator object: conditions compare with literals and $name "
+        "arguments; to make two records agree on a field, write a `match` rule (its left and right are "
+        "{table, key, field}); a `limit` rule's bound may be one too"
+    ]
+
+
+def test_param_keys_are_the_schemas() -> None:
+    from pytest_sandtable.domain.loader import domain_schema
+    from pytest_sandtable.domain.translate import PARAM_KEYS
+
+    assert set(PARAM_KEYS) == set(domain_schema()["$defs"]["param"]["properties"])
 
 
 # --------------------------------------------------------------------------- python -m pytest_sandtable validate

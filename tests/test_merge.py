@@ -257,7 +257,7 @@ def test_report_rerenders_the_html_and_prints_the_summary(
     assert html.read_text(encoding="utf-8") == first
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("12 trials of 3 tasks: 10 passed, 2 failed, 0 errored")
-    assert "all tasks    3        83.3%     66.7%     50.0%     33.3%" in out
+    assert "all tasks    3        83.3%     66.7%     50.0%     33.3%     100.0%" in out
     assert doc["gate"]["lines"] == [
         "sandtable gate failed: pass^4 33.3% is below --sandtable-fail-under 50% by 16.7 points (and 1 more failure)",
         "  failed: pass^4 33.3% is below --sandtable-fail-under 50% by 16.7 points",

@@ -137,6 +137,8 @@ def test_a_failing_trial_reads_like_an_assertion_failure(domain: pytest.Pytester
         "over-the-ceiling trial 1 of 1 failed (seed *, ended by script_end after 1 agent turn)",
         "  invariant  rate-ceiling        book_load rate=2600 exceeds the limit 2350",
         "  reply      reply:confirmation  agent never said \"confirmation\"",
+        "  likely owner: task — the task's own reference fails expectation reply:confirmation when replayed: "
+        "agent never said \"confirmation\"",
         "*- Captured sandtable transcript call -*",
         "[[]0] user : I need 2,600 for L-1001.",
         '[[]1] agent -> book_load(load_id="L-1001", rate=2600)',
@@ -186,10 +188,10 @@ def test_an_errored_trial_is_a_pytest_error_and_left_out_of_pass_hat(pytester: p
     assert sandtable_section(result.outlines) == [
         "1 trial of 1 task: 0 passed, 0 failed, 1 errored (left out of pass^k)   agent: reference   user: scripted",
         "",
-        "pass^k           tasks    pass^1",
-        "---------------  -------  --------",
-        "all tasks        1        n/a",
-        "tag negotiation  1        n/a",
+        "pass^k           tasks    pass^1    pass@1",
+        "---------------  -------  --------  --------",
+        "all tasks        1        n/a       n/a",
+        "tag negotiation  1        n/a       n/a",
         "",
         "task              verdict    passed          tags",
         "----------------  ---------  --------------  -----------",
@@ -350,11 +352,14 @@ def test_the_terminal_summary(domain: pytest.Pytester) -> None:
     assert sandtable_section(result.outlines) == [
         "4 trials of 2 tasks: 2 passed, 2 failed, 0 errored (left out of pass^k)   agent: reference   user: scripted",
         "",
-        "pass^k           tasks    pass^1    pass^2",
-        "---------------  -------  --------  --------",
-        "all tasks        2        50.0%     50.0%",
-        "tag booking      1        100.0%    100.0%",
-        "tag negotiation  1        0.0%      0.0%",
+        "pass^k           tasks    pass^1    pass^2    pass@2",
+        "---------------  -------  --------  --------  --------",
+        "all tasks        2        50.0%     50.0%     50.0%",
+        "95% CI                    0-100%    0-100%    0-100%",
+        "tag booking      1        100.0%    100.0%    100.0%",
+        "95% CI                    34-100%   12-100%   57-100%",
+        "tag negotiation  1        0.0%      0.0%      0.0%",
+        "95% CI                    0-66%     0-43%     0-88%",
         "",
         "task                        verdict    passed    tags",
         "--------------------------  ---------  --------  -----------",
@@ -366,6 +371,7 @@ def test_the_terminal_summary(domain: pytest.Pytester) -> None:
         "---------  ------------------  --------  ---------------------------------------------------------------",
         "invariant  rate-ceiling        2         over-the-ceiling[1]: book_load rate=2600 exceeds the limit 2350",
         'reply      reply:confirmation  2         over-the-ceiling[1]: agent never said "confirmation"',
+        "likely owners of 2 failed trials: task 2",
     ]
 
 

@@ -59,10 +59,14 @@ def test_errored_trials_are_left_out_of_pass_hat() -> None:
 
 def test_per_tag_scores() -> None:
     s = summarize(runs("a", "pp", tags=("booking",)) + runs("b", "pf", tags=("booking", "negotiation")), k=2)
-    assert s["tags"] == {
-        "booking": {"tasks": 2, "pass_hat": {"1": 0.75, "2": 0.5}},
-        "negotiation": {"tasks": 1, "pass_hat": {"1": 0.5, "2": 0.0}},
+    assert {tag: (e["tasks"], e["pass_hat"], e["pass_at"], e["pass_hat_tasks"]) for tag, e in s["tags"].items()} == {
+        "booking": (2, {"1": 0.75, "2": 0.5}, {"1": 0.75, "2": 1.0}, {"1": 2, "2": 2}),
+        "negotiation": (1, {"1": 0.5, "2": 0.0}, {"1": 0.5, "2": 1.0}, {"1": 1, "2": 1}),
     }
+    # a tag of one task has the task's own intervals: Wilson 1 of 2 is 9.5-90.5%, to the power j
+    (task_b,) = [t for t in s["tasks"] if t["task"] == "b"]
+    assert s["tags"]["negotiation"]["pass_hat_ci"] == task_b["pass_hat_ci"]
+    assert task_b["pass_hat_ci"]["2"] == [0.0, pytest.approx(0.9054688**2, abs=1e-6)]  # stretched to hold 0.0
 
 
 def test_task_verdicts_with_critical_tasks_first() -> None:
@@ -132,16 +136,19 @@ def test_the_terminal_summary() -> None:
     assert render_terminal(summarize(trials, k=4)) == [
         "8 trials of 2 tasks: 7 passed, 1 failed, 0 errored (left out of pass^k)   agent: desk   user: scripted",
         "",
-        "pass^k           tasks    pass^1    pass^2    pass^3    pass^4",
-        "---------------  -------  --------  --------  --------  --------",
-        "all tasks        2        87.5%     75.0%     62.5%     50.0%",
-        "tag booking      1        75.0%     50.0%     25.0%     0.0%",
-        "tag negotiation  1        100.0%    100.0%    100.0%    100.0%",
+        "pass^k           tasks    pass^1    pass^2    pass^3    pass^4    pass@4",
+        "---------------  -------  --------  --------  --------  --------  --------",
+        "all tasks        2        87.5%     75.0%     62.5%     50.0%     100.0%",
+        "95% CI                    50-100%   25-100%   12-100%   0-100%    100-100%",
+        "tag booking      1        75.0%     50.0%     25.0%     0.0%      100.0%",
+        "95% CI                    30-95%    9-91%     3-87%     0-83%     76-100%",
+        "tag negotiation  1        100.0%    100.0%    100.0%    100.0%    100.0%",
+        "95% CI                    51-100%   26-100%   13-100%   7-100%    94-100%",
         "",
-        "task                        verdict    passed    tags",
-        "--------------------------  ---------  --------  -----------",
-        "book-happy-path (critical)  flaky      3/4       booking",
-        "caller-asks-for-the-max     passed     4/4       negotiation",
+        "task                        verdict    passed    pass rate 95% CI    tags",
+        "--------------------------  ---------  --------  ------------------  -----------",
+        "book-happy-path (critical)  flaky      3/4       30-95%              booking",
+        "caller-asks-for-the-max     passed     4/4                           negotiation",
         "",
         "Failure modes (failed checks across trials, most frequent first)",
         "kind    check                  trials    example",

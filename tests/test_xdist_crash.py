@@ -57,8 +57,10 @@ def test_a_dying_worker_leaves_its_trial_errored_and_the_rest_written(
     assert (s["passed"], s["failed"], s["errored"]) == (11, 0, 1)
     assert s["pass_hat"]["4"] == 1.0  # greet has 3 graded trials: left out of pass^4, not counted a pass
     assert s["pass_hat"]["3"] == 1.0
+    assert s["pass_hat_tasks"] == {"1": 3, "2": 3, "3": 3, "4": 2}  # and the summary says so
     assert doc["tasks"][1] == {"domain": "shop", "task": "greet", "verdict": "passed", "critical": False,
-                               "tags": ["chat"], "trials": 4, "graded": 3, "passed": 3, "errored": 1}
+                               "tags": ["chat"], "trials": 4, "graded": 3, "passed": 3, "errored": 1,
+                               "rate_ci": [pytest.approx(0.4385030, abs=1e-6), 1.0]}  # Wilson, 3 of 3
     case = next(c for c in ET.parse(shop.path / "junit.xml").getroot().iter("testcase")
                 if c.get("name") == "greet[2-4]")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}

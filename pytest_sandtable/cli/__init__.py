@@ -1,7 +1,8 @@
 """Command line: ``python -m pytest_sandtable <command>``.
 
-One module per group of commands: :mod:`.check` (validate, lint) and :mod:`.runs`
-(merge, report). Each command turns core errors into a message and an exit code.
+One module per group of commands: :mod:`.check` (validate, lint), :mod:`.runs`
+(merge, report), :mod:`.authoring` (init, review), :mod:`.compare` (compare), :mod:`.regrade` (regrade) and
+:mod:`.schema` (schema). Each command turns core errors into a message and an exit code.
 May import anything in the package except :mod:`pytest_sandtable.plugin`.
 """
 
@@ -11,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import check, runs
+from . import authoring, check, compare, regrade, runs, schema
 from .exits import EXIT_ERROR
 
 
@@ -23,6 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     check.add_subcommands(commands)
     runs.add_subcommands(commands)
+    authoring.add_subcommands(commands)
+    compare.add_subcommands(commands)
+    regrade.add_subcommands(commands)
+    schema.add_subcommands(commands)
     return parser
 
 

@@ -21,6 +21,7 @@ from .model import (
     Param,
     Pos,
     RefStep,
+    ScriptLine,
     StateExpectation,
     Table,
     Task,
@@ -30,7 +31,10 @@ from .model import (
 from .yaml_reader import Document
 
 # The keys every invariant has; the rest are its kind's spec.
-_INVARIANT_COMMON = ("id", "kind", "soft", "source", "description")
+_INVARIANT_COMMON = ("id", "kind", "soft", "source", "description", "pending")
+# The conditions of a script line's `when` that may be one name or text or a list of them
+# (the model keeps a list).
+_LISTED_CONDITIONS = ("reply_includes", "called", "not_called")
 
 
 def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
@@ -47,10 +51,16 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
         tables=_tables(data.get("world", {}), fields),
         tools={t["name"]: _tool(t, doc.pos(("tools", i))) for i, t in enumerate(data.get("tools", []))},
         invariants=[_invariant(inv, doc.pos(("invariants", i))) for i, inv in enumerate(data.get("invariants", []))],
-        tasks=[_task(t, doc.pos(("tasks", i))) for i, t in enumerate(data.get("tasks", []))],
+        tasks=[_task(doc, i, t) for i, t in enumerate(data.get("tasks", []))],
         version=data["version"],
-        tags=dict(data.get("tags", {})),
+        tags={tag: _tag_description(d) for tag, d in data.get("tags", {}).items()},
+        shared_tags={tag for tag, d in data.get("tags", {}).items() if isinstance(d, dict) and d.get("shared")},
     )
+
+
+def _tag_description(declared: str | dict[str, Any]) -> str:
+    """A declared tag is its description, or ``{description, shared}``."""
+    return declared if isinstance(declared, str) else str(declared.get("description", ""))
 
 
 def param_schema(p: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,12 +161,14 @@ def _invariant(inv: dict[str, Any], pos: Pos | None) -> Invariant:
         source_quote=inv.get("source", {}).get("quote"),
         description=inv.get("description"),
         pos=pos,
+        pending=inv.get("pending", False),
     )
 
 
-def _task(t: dict[str, Any], pos: Pos | None) -> Task:
+def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
     user = t.get("user", {})
     expect = t.get("expect", {})
+    script_path = ("tasks", i, "user", "script")
     return Task(
         id=t["id"],
         description=t.get("description", ""),
@@ -168,7 +180,8 @@ def _task(t: dict[str, Any], pos: Pos | None) -> Task:
             persona=user.get("persona", ""),
             instructions=user.get("instructions", ""),
             opening=user.get("opening"),
-            script=list(user.get("script", [])),
+            script=[_script_line(line, doc.pos((*script_path, j))) for j, line in enumerate(user.get("script", []))],
+            say_unknown=user.get("say_unknown"),
         ),
         expect=Expect(
             state=_state(expect.get("state", [])),
@@ -179,8 +192,20 @@ def _task(t: dict[str, Any], pos: Pos | None) -> Task:
         reference=[
             RefStep(call=s.get("call"), args=dict(s.get("args", {})), say=s.get("say")) for s in t.get("reference", [])
         ],
-        pos=pos,
+        pos=doc.pos(("tasks", i)),
+        pending=t.get("pending", False),
+        expect_nothing=t.get("expect_nothing", False),
     )
+
+
+def _script_line(line: str | dict[str, Any], pos: Pos | None) -> ScriptLine:
+    """A plain string, or ``{say, when?, end?}`` with each listed condition as a list."""
+    if isinstance(line, str):
+        return ScriptLine(say=line, pos=pos)
+    when = line.get("when")
+    if when is not None:
+        when = {k: [v] if k in _LISTED_CONDITIONS and isinstance(v, str) else v for k, v in when.items()}
+    return ScriptLine(say=line["say"], when=when, end=line.get("end", False), pos=pos)
 
 
 def _state(entries: list[dict[str, Any]]) -> list[StateExpectation]:

@@ -28,7 +28,7 @@ from .build import param_schema
 from .errors import PathTuple, Problem
 from .model import OP_KINDS, PARAM_TYPES, RESERVED_TAGS
 from .translate import translate
-from .wording import bare, clip, found, quoted_and, show, suggest, unknown
+from .wording import bare, clip, closest, found, quoted_and, show, suggest, unknown
 from .yaml_reader import Document
 
 # `$name` is the call's argument `name`; `$$` is a literal dollar sign.
@@ -54,6 +54,7 @@ def check(doc: Document) -> tuple[list[Problem], Fields]:
     _tools(c)
     _invariants(c)
     _tasks(c)
+    _unknown_reads(c)
     return c.problems, c.fields
 
 
@@ -119,6 +120,15 @@ class _Checker:
         self.closed: set[str] = set()  # tables with a `fields:` list
         self.seed_keys: dict[str, dict[str, int]] = {}  # table -> key text -> row index
         self.params: dict[str, dict[str, Any]] = {}  # tool -> its params mapping
+        # Open tables (no `fields:` list) take their fields from seed rows and writes, so
+        # a typo in a write names a field of its own, and every correct read of the
+        # field it was meant to be looks unknown. What `_unknown_reads` needs to report
+        # the one write instead: each open table's fields the seed rows have, where
+        # each field is written, which fields are read, and the unknown reads.
+        self.row_fields: dict[str, set[str]] = {}
+        self.written: dict[str, dict[str, list[PathTuple]]] = {}
+        self.read: dict[str, set[str]] = {}
+        self.unknown_reads: dict[tuple[str, str], list[tuple[PathTuple, bool]]] = {}
 
     def add(self, path: PathTuple, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.doc.problem(path, message, at_key=at_key))
@@ -153,8 +163,12 @@ class _Checker:
         if table is None or not isinstance(name, str) or table not in self.fields:
             return
         known = self.fields[table]
-        if name not in known:
+        if name in known:
+            self.read.setdefault(table, set()).add(name)
+        elif table in self.closed:
             self.add(path, unknown("field", name, list(known), f"of table {clip(table)}"), at_key=at_key)
+        else:  # reported at the end, when every read is known (see `_unknown_reads`)
+            self.unknown_reads.setdefault((table, name), []).append((path, at_key))
 
     def field_keys(self, table: str | None, conditions: Any, path: PathTuple) -> None:
         for k in _map(conditions):
@@ -176,12 +190,16 @@ class _Checker:
                     )
             pattern = cond.get("matches")
             if isinstance(pattern, str) and not (pattern.startswith("$") and not pattern.startswith("$$")):
-                try:
-                    re.compile(pattern)
-                except re.error as e:
-                    self.add((*path, k, "matches"), f"not a valid regular expression: {e}")
-                except (RecursionError, OverflowError):  # groups nested too deeply, a{99999999999}
-                    self.add((*path, k, "matches"), "not a valid regular expression: too complex for Python's re")
+                self.pattern(pattern, (*path, k, "matches"))
+
+    def pattern(self, pattern: str, path: PathTuple) -> None:
+        """``pattern`` (at ``path``) must compile as a Python regular expression."""
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            self.add(path, f"not a valid regular expression: {e}")
+        except (RecursionError, OverflowError):  # groups nested too deeply, a{99999999999}
+            self.add(path, "not a valid regular expression: too complex for Python's re")
 
     def tool(self, name: Any, path: PathTuple) -> str | None:
         """The tool `name` when it exists; otherwise reports it."""
@@ -287,6 +305,7 @@ def _seed_rows(c: _Checker, name: str, t: dict[str, Any]) -> None:
 
 def _writes(c: _Checker) -> None:
     """Creates and updates add fields to open tables; closed tables check them."""
+    c.row_fields = {name: set(fields) for name, fields in c.fields.items() if name not in c.closed}
     for table, values, path in _all_writes(c.data):
         if table not in c.fields:
             continue
@@ -295,6 +314,45 @@ def _writes(c: _Checker) -> None:
                 c.field(table, f, (*path, f), at_key=True)
             else:
                 c.fields[table].setdefault(f, None)
+                c.written.setdefault(table, {}).setdefault(f, []).append((*path, f))
+
+
+def _unknown_reads(c: _Checker) -> None:
+    """Reports the unknown fields read from open tables. When the field read is a
+    close match of one that only a write names, which nothing reads and no seed row
+    has (``set: {statsu: x}`` while 40 places read ``status``), the write is the
+    mistake: it is reported, once, instead of every correct read."""
+    misspelt: dict[tuple[str, str], str] = {}  # (table, field written) -> the field read
+    for (table, name), uses in c.unknown_reads.items():
+        meant = _written_typo(c, table, name)
+        if meant is not None:
+            misspelt.setdefault((table, meant), name)
+            continue
+        for path, at_key in uses:
+            c.add(path, unknown("field", name, list(c.fields[table]), f"of table {clip(table)}"), at_key=at_key)
+    for (table, typo), name in misspelt.items():
+        uses = c.unknown_reads[(table, name)]
+        lines = sorted(pos.line for pos in (c.doc.pos(path) for path, _ in uses) if pos)
+        where = f"at line {lines[0]}" if len(uses) == 1 and lines else f"in {len(uses)} places"
+        if len(uses) > 1 and lines:
+            where += f", first at line {lines[0]}"
+        for path in c.written[table][typo]:
+            c.add(
+                path,
+                f"unknown field '{clip(typo)}' of table {clip(table)}; did you mean '{clip(name)}'? "
+                f"(no seed row has either; '{clip(name)}' is read {where}, '{clip(typo)}' is only written)",
+                at_key=True,
+            )
+
+
+def _written_typo(c: _Checker, table: str, name: str) -> str | None:
+    """The field of open ``table`` that an unknown field ``name`` read from it was
+    probably meant to be spelt as, when that field is only written (never read, not
+    in any seed row): then the write holds the typo."""
+    meant = closest(name, list(c.fields[table]))
+    if meant is None or meant in c.row_fields.get(table, ()) or meant in c.read.get(table, ()):
+        return None
+    return meant if meant in c.written.get(table, {}) else None
 
 
 def _all_writes(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], PathTuple]]:
@@ -526,6 +584,7 @@ def _tasks(c: _Checker) -> None:
         if isinstance(task_id, str):
             c.repeated("tasks", i, "id", task_id, first_at)
         _task_tags(c, task.get("tags"), tags, (*path, "tags"))
+        _user(c, _map(task.get("user")), (*path, "user"))
         _given(c, task.get("given"), (*path, "given"))
         _expect(c, _map(task.get("expect")), (*path, "expect"))
         for j, step in _items(task.get("reference")):
@@ -542,6 +601,29 @@ def _task_tags(c: _Checker, task_tags: Any, declared: list[str] | None, path: Pa
             c.add((*path, j), _RESERVED_TAG.format(tag))
         elif declared is not None and tag not in declared:
             c.add((*path, j), unknown("tag", tag, declared, hint="declare it in the top-level tags map"))
+
+
+def _user(c: _Checker, user: dict[str, Any], path: PathTuple) -> None:
+    """The script's conditions name tools and valid patterns, and a script with
+    conditions has a first line to start the conversation with."""
+    script = _items(user.get("script"))
+    for j, line in script:
+        when = _map(_map(line).get("when"))
+        wpath = (*path, "script", j, "when")
+        for part in ("called", "not_called"):
+            names = when.get(part)
+            for k, name in _items(names) if isinstance(names, list) else [(None, names)]:
+                c.tool(name, (*wpath, part) if k is None else (*wpath, part, k))
+        pattern = when.get("reply_matches")
+        if isinstance(pattern, str):
+            c.pattern(pattern, (*wpath, "reply_matches"))
+    starts = bool(user.get("opening")) or any(isinstance(line, str) or "when" not in _map(line) for _, line in script)
+    if script and not starts:
+        c.add(
+            (*path, "script"),
+            "every line has `when`, so the scripted user has nothing to start the conversation with: "
+            "give user.opening, or a line without `when`",
+        )
 
 
 def _given(c: _Checker, given: Any, path: PathTuple) -> None:

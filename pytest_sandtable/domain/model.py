@@ -154,12 +154,35 @@ class Invariant:
         return str(self.spec["tool"])
 
 
+# The conditions a script line's `when` may give (docs/spec.md, "A scripted user that reacts").
+SCRIPT_CONDITIONS = ("reply_includes", "reply_matches", "called", "not_called")
+
+
+@dataclass(frozen=True)
+class ScriptLine:
+    """One line of a task's `user.script`: what the scripted user says, and when.
+
+    A plain line (``when`` is None) is said in its turn, after the plain lines before
+    it. A line with ``when`` is said, once, in reply to the first agent message after
+    which all its conditions hold: each maps a name of :data:`SCRIPT_CONDITIONS` to a
+    list of texts (``reply_includes``), one pattern (``reply_matches``) or a list of
+    tool names (``called``, ``not_called``). ``end`` ends the conversation after it.
+    """
+
+    say: str
+    when: dict[str, Any] | None = None
+    end: bool = False
+    pos: Pos | None = None
+
+
 @dataclass
 class UserSpec:
     persona: str = ""
     instructions: str = ""
     opening: str | None = None
-    script: list[str] = field(default_factory=list)
+    script: list[ScriptLine] = field(default_factory=list)
+    # what the scripted user says when no line applies; None: it ends the conversation
+    say_unknown: str | None = None
 
 
 @dataclass
@@ -210,6 +233,9 @@ class Task:
     reference: list[RefStep] = field(default_factory=list)
     pos: Pos | None = None
     pending: bool = False  # drafted (by `init`) and not yet accepted by a person
+    # the task's point is that nothing should happen (a refusal): lint expects it to
+    # pass when the agent does nothing, and says so as a note, not a warning
+    expect_nothing: bool = False
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import PathTuple, Problem
+from .model import OPERATORS
 from .wording import bare, found, joined_or, quoted, quoted_and, show, suggest, unknown
 from .yaml_reader import Document
 
@@ -32,6 +33,30 @@ _PATTERNS = {
 # A key with spaces is almost always the tail of a text cut at a comma in `{ ... }`.
 _COMMA_HINT = "inside { }, a comma ends a value; put text that contains commas in quotes"
 
+# The keys of a tool param (the schema's `$defs/param`): the subset of JSON Schema
+# the engine coerces and checks arguments with.
+PARAM_KEYS = ("type", "description", "required", "default", "enum", "properties", "items")
+# JSON Schema keywords a param does not take. Someone porting a tool's JSON Schema
+# writes them; "did you mean 'items'" for `maxItems` would send them the wrong way.
+_JSON_SCHEMA_KEYWORDS = frozenset(
+    """$ref $schema $id $defs definitions title examples const format nullable minimum maximum
+    exclusiveMinimum exclusiveMaximum multipleOf minLength maxLength pattern minItems maxItems
+    uniqueItems contains minContains maxContains prefixItems additionalItems unevaluatedItems
+    minProperties maxProperties additionalProperties patternProperties propertyNames
+    unevaluatedProperties dependentRequired dependentSchemas dependencies oneOf anyOf allOf not
+    if then else readOnly writeOnly deprecated""".split()
+)
+_PARAM_HINT = (
+    "a param takes this subset of JSON Schema: {keys}; state any other limit in the param's "
+    "description, which the agent reads"
+)
+# A record reference where a condition on a field (a value or an operator object) was expected.
+_RECORD_REF_HINT = (
+    "found a {table, key, field} record reference, expected a value or an operator object: conditions "
+    "compare with literals and $name arguments; to make two records agree on a field, write a `match` "
+    "rule (its left and right are {table, key, field}); a `limit` rule's bound may be one too"
+)
+
 
 def translate(doc: Document, errors: Iterable[Any], base: PathTuple = ()) -> list[Problem]:
     """The problems that jsonschema ``errors`` about ``doc`` stand for.
@@ -40,6 +65,17 @@ def translate(doc: Document, errors: Iterable[Any], base: PathTuple = ()) -> lis
     document (the checker validates single values against a param's schema).
     """
     return _Translator(doc, base).translate(errors)
+
+
+def _json_schema_keyword(key: str, allowed: list[str]) -> bool:
+    """Whether ``key``, unknown in a mapping that takes ``allowed``, is a JSON Schema
+    keyword written in a tool param."""
+    return key in _JSON_SCHEMA_KEYWORDS and set(allowed) == set(PARAM_KEYS)
+
+
+def _is_record_ref(value: Any) -> bool:
+    """``{table, key, field}`` (or part of it): a record reference where a condition was expected."""
+    return isinstance(value, dict) and "table" in value and bool({"key", "field"} & set(value))
 
 
 def _describe(pattern: Any) -> str:
@@ -86,7 +122,7 @@ class _Translator:
                 unknown_at.add(path)
                 allowed = list(_schema(e).get("properties", {}))
                 for k in e.instance:
-                    if k not in allowed:
+                    if k not in allowed and not _json_schema_keyword(k, allowed):
                         self.typos.setdefault(path, set()).update(difflib.get_close_matches(k, allowed, 1, 0.6))
         return unknown_at
 
@@ -126,11 +162,19 @@ class _Translator:
 
     def _unknown_keys(self, e: Any, path: PathTuple) -> list[Problem]:
         allowed = list(_schema(e).get("properties", {}))
+        if set(OPERATORS).issubset(allowed) and _is_record_ref(e.instance):
+            return [self._problem(path, _RECORD_REF_HINT)]
         return [
-            self._problem((*path, k), unknown("key", k, allowed, hint=_COMMA_HINT if " " in k else ""), at_key=True)
+            self._problem((*path, k), self._unknown_key(k, allowed), at_key=True)
             for k in e.instance
             if k not in allowed
         ]
+
+    @staticmethod
+    def _unknown_key(key: str, allowed: list[str]) -> str:
+        if _json_schema_keyword(key, allowed):
+            return f"unknown key '{key}'; " + _PARAM_HINT.format(keys=", ".join(PARAM_KEYS))
+        return unknown("key", key, allowed, hint=_COMMA_HINT if " " in key else "")
 
     def _message(self, e: Any, path: PathTuple) -> str:
         """What is wrong with the one value at ``path``."""

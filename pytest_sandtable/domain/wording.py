@@ -82,11 +82,17 @@ def suggest(name: str, known: Iterable[str], prefix: str = "", suffix: str = "")
 
     Names longer than :data:`NAME_MAX` are nobody's typo, and comparing them costs
     time that grows with the square of their length: they get no suggestion."""
+    match = closest(name, known)
+    return f"did you mean '{prefix}{match}{suffix}'?" if match else None
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` that ``name`` is most likely a typo of, if any (see :func:`suggest`)."""
     if len(name) > NAME_MAX:
         return None
     candidates = [k for k in known if len(k) <= NAME_MAX]
     match = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-    return f"did you mean '{prefix}{match[0]}{suffix}'?" if match else None
+    return match[0] if match else None
 
 
 _SUFFIX = {"{": "}"}

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..domain.model import ScriptLine
+
 AgentReply = str | None
 
 
@@ -165,7 +167,13 @@ class UserReply:
 class UserTurn:
     """What the simulated user is given: its own persona and hidden instructions,
     never the policy. In ``messages`` the role ``user`` is the simulated user
-    itself and ``assistant`` the agent under test."""
+    itself and ``assistant`` the agent under test.
+
+    ``script`` is the text of every script line; ``lines`` the same lines with their
+    conditions, and ``say_unknown`` the task's line for when none applies (what the
+    scripted user reacts with). ``calls`` is the trial's tool calls so far, as in
+    results.json (``tool``, ``args``, ``ok``, ...): a copy of the list, whose entries
+    a user reads and never changes."""
 
     messages: list[dict[str, str]]
     persona: str
@@ -176,6 +184,9 @@ class UserTurn:
     state: dict[str, Any]
     handed_off: bool = False
     usage: Usage = field(default_factory=Usage)
+    lines: list[ScriptLine] = field(default_factory=list)
+    say_unknown: str | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 UserCallable = Callable[[UserTurn], UserReply | str | Awaitable[UserReply | str]]

@@ -1,28 +1,120 @@
-"""The scripted simulated user. It needs no model: it says the task's opening,
-then one `script` line per agent reply, in order, then ends."""
+"""The scripted simulated user. It needs no model: it says the task's opening, then
+one line per agent reply, chosen by the rules below (docs/spec.md, "A scripted user
+that reacts"), then ends.
+
+After each agent reply it says, in this order of preference:
+
+1. the first line with ``when`` (in file order) not said yet whose conditions all
+   hold for the agent's last reply and the tools that have succeeded so far;
+2. the next plain line (one without ``when``), in file order;
+3. the task's ``say_unknown``, at most :data:`MAX_UNKNOWN_IN_A_ROW` times in a row;
+4. nothing: it ends the conversation (``script_end``).
+
+A line with ``end: true`` ends the conversation after it is said. The first message
+(when the task has no opening) is the first plain line: there is no reply to react
+to yet. A script of plain lines only is said in order, as it always was.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ..domain.model import ScriptLine
 from .api import UserReply, UserTurn
+
+# How often in a row the user says `say_unknown` before it gives up and ends: an agent
+# that twice said nothing the script knows an answer to is not moving the
+# conversation anywhere, and running on to max_turns would only pad the transcript.
+MAX_UNKNOWN_IN_A_ROW = 2
 
 
 class ScriptError(Exception):
     """The task gives the scripted user nothing to say (a domain bug: the trial errors)."""
 
 
+def holds(when: Mapping[str, Any], reply: str, succeeded: Collection[str]) -> bool:
+    """Whether every condition of a script line's ``when`` holds: ``reply`` is the
+    agent's last reply, ``succeeded`` the tools that have succeeded so far."""
+    text = reply.lower()
+    for name, want in when.items():
+        if name == "reply_includes" and not all(str(w).lower() in text for w in _listed(want)):
+            return False
+        if name == "reply_matches" and re.search(str(want), reply, re.IGNORECASE) is None:
+            return False
+        if name == "called" and not all(tool in succeeded for tool in _listed(want)):
+            return False
+        if name == "not_called" and any(tool in succeeded for tool in _listed(want)):
+            return False
+    return True
+
+
+def _listed(value: Any) -> list[Any]:
+    """A condition's texts or tools: the loader makes a list of one, a hand-built line may not."""
+    return value if isinstance(value, list) else [value]
+
+
+def _lines(turn: UserTurn) -> Sequence[ScriptLine]:
+    """The task's lines; a turn built by hand with only ``script`` texts has plain ones."""
+    return turn.lines or [ScriptLine(say=s) for s in turn.script]
+
+
 class ScriptedUser:
-    """Deterministic: does not react to what the agent says."""
+    """Deterministic: the same conversation always gets the same lines."""
 
     name = "scripted"
     inline = True  # sync, never blocks: runs on the trial's loop (see engine.api.runs_inline)
 
     def __call__(self, turn: UserTurn) -> UserReply:
-        lines = ([turn.opening] if turn.opening else []) + list(turn.script)
-        if not lines:
+        return self.next_line(turn)[1]
+
+    def next_line(self, turn: UserTurn) -> tuple[int | None, UserReply]:
+        """The reply, and the index in the script of the line it says (None for the
+        opening, ``say_unknown`` or the end). Remembers what it said in ``turn.state``."""
+        lines = _lines(turn)
+        if not turn.opening and not lines:
             raise ScriptError(f"task {turn.trial.task_id!r} has no user.opening and no user.script to say")
-        said = sum(1 for m in turn.messages if m["role"] == "user")
         if turn.handed_off:
-            return UserReply("", "handed_off")
-        if said < len(lines):
-            return UserReply(lines[said])
-        return UserReply("", "script_end")
+            return None, UserReply("", "handed_off")
+        said: set[int] = turn.state.setdefault("script_said", set())
+        if not any(m["role"] == "user" for m in turn.messages):
+            if turn.opening:
+                return None, UserReply(turn.opening)
+            first = self._next_plain(lines, said)
+            if first is None:
+                raise ScriptError(
+                    f"task {turn.trial.task_id!r} has no user.opening and no plain script line to start with"
+                )
+            return self._say(turn, lines, said, first)
+        index = self._reaction(turn, lines, said)
+        if index is None:
+            index = self._next_plain(lines, said)
+        if index is not None:
+            return self._say(turn, lines, said, index)
+        unknown_run = int(turn.state.get("script_unknown_run", 0))
+        if turn.say_unknown and unknown_run < MAX_UNKNOWN_IN_A_ROW:
+            turn.state["script_unknown_run"] = unknown_run + 1
+            return None, UserReply(turn.say_unknown)
+        return None, UserReply("", "script_end")
+
+    @staticmethod
+    def _reaction(turn: UserTurn, lines: Sequence[ScriptLine], said: set[int]) -> int | None:
+        """The first line with ``when``, not said yet, whose conditions hold now."""
+        reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
+        succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok")}
+        for i, line in enumerate(lines):
+            if line.when is not None and i not in said and holds(line.when, reply, succeeded):
+                return i
+        return None
+
+    @staticmethod
+    def _next_plain(lines: Sequence[ScriptLine], said: set[int]) -> int | None:
+        return next((i for i, line in enumerate(lines) if line.when is None and i not in said), None)
+
+    @staticmethod
+    def _say(turn: UserTurn, lines: Sequence[ScriptLine], said: set[int], index: int) -> tuple[int, UserReply]:
+        said.add(index)
+        turn.state["script_unknown_run"] = 0
+        line = lines[index]
+        return index, UserReply(line.say, "script_end" if line.end else None)

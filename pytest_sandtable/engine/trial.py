@@ -25,11 +25,13 @@ from .api import (
     UserReply,
     UserTurn,
 )
+from .attribution import attribute
 from .grading import grade
 from .invoke import Deadline, EngineStop, _AgentExit, agent_traceback, exception_text, invoke
 from .reference import ReferenceAgent
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
+from .scripted_user import ScriptedUser
 from .tools import ArgError, coerce_args, plain_arguments, run_checks, run_ops, text_of
 from .world import Conflict, NotFound, World, seed_for
 
@@ -254,11 +256,14 @@ class _Dialogue:
             persona=spec.persona,
             instructions=spec.instructions,
             opening=spec.opening,
-            script=list(spec.script),
+            script=[line.say for line in spec.script],
             trial=self.t.info,
             state=self.user_state,
             handed_off=self.t.handed_off,
             usage=self.user_usage,
+            lines=list(spec.script),
+            say_unknown=spec.say_unknown,
+            calls=list(self.t.calls),
         )
         try:
             r = await invoke(self.user, ut, self.deadline.left())
@@ -390,9 +395,69 @@ async def arun_trial(
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
     agent's failures fail the trial with a `runtime` check; the simulated user's
-    failures and domain bugs make it errored."""
+    failures and domain bugs make it errored. A failed trial carries its likely owner
+    (:mod:`.attribution`)."""
     if isinstance(task, str):
         task = domain.task(task)
+    result = await _graded_trial(
+        domain, task, agent, user, trial=trial, k=k, run_seed=run_seed, agent_name=agent_name,
+        user_name=user_name, trial_timeout=trial_timeout, location=location,
+    )
+    if result.verdict == FAILED:
+        result.attribution = await _owner(domain, task, result)
+    return result
+
+
+async def _owner(domain: Domain, task: Task, result: TrialResult) -> dict[str, str] | None:
+    return _likely_owner(domain, task, result, await reference_trial(domain, task))
+
+
+def _likely_owner(
+    domain: Domain, task: Task, result: TrialResult, reference: TrialResult | None
+) -> dict[str, str] | None:
+    """The failed trial's likely owner. Whatever the trial holds, reading it must not cost
+    the trial its verdict: a failure to attribute leaves the owner unknown (None)."""
+    try:
+        return attribute(domain, task, result, reference)
+    except Exception:
+        return None
+
+
+_REFERENCES: dict[tuple[int, str], tuple[Domain, TrialResult | None]] = {}
+
+
+async def reference_trial(domain: Domain, task: Task) -> TrialResult | None:
+    """The task's reference replayed with the scripted user, as evidence of whether the
+    task itself holds (the replay lint makes); None when the task has no reference, gives
+    the scripted user nothing to say, or the replay errored. Run once per task and
+    process: only failed trials ask, and they share it."""
+    hit = _REFERENCES.get((id(domain), task.id))
+    if hit is not None and hit[0] is domain:
+        return hit[1]
+    found: TrialResult | None = None
+    if task.reference and (task.user.opening or task.user.script):
+        replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), agent_name="reference",
+                                     user_name="scripted")
+        found = None if replay.verdict == ERRORED else replay
+    _REFERENCES[(id(domain), task.id)] = (domain, found)
+    return found
+
+
+async def _graded_trial(
+    domain: Domain,
+    task: Task,
+    agent: AgentCallable,
+    user: UserCallable,
+    *,
+    trial: int = 1,
+    k: int = 1,
+    run_seed: int = 0,
+    agent_name: str = "",
+    user_name: str = "",
+    trial_timeout: float | None = None,
+    location: str = "",
+) -> TrialResult:
+    """:func:`arun_trial` without the attribution (the reference replay is one of these)."""
     # The engine binds its own reference agent to the task, so this is a check of its class,
     # not of a capability: the task's reference path is hidden data no outside agent may get.
     if isinstance(agent, ReferenceAgent):
@@ -460,3 +525,100 @@ def run_trial(
 ) -> TrialResult:
     """Synchronous :func:`arun_trial` (for scripts and tests outside an event loop)."""
     return asyncio.run(arun_trial(domain, task, agent, user, **kwargs))
+
+
+# --------------------------------------------------------------------------- regrade
+
+
+class NotReproducible(Exception):
+    """A stored trial whose call log does not replay to what it recorded (the tools or the
+    world differ from those it ran against, or a stored value was cut or redacted)."""
+
+
+def _as_json(value: Any) -> Any:
+    """A value as results.json holds it, for comparing a replayed result with a stored one."""
+    import json
+
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _replay_call(t: _Trial, stored: dict[str, Any]) -> None:
+    """Run a stored call again, through the same path as the agent's call; raise
+    NotReproducible when its outcome differs from the stored one."""
+    t.turn = stored["turn"]
+    t.calls_this_turn = 0
+    args = stored["args"]
+    raw = args["_raw"] if isinstance(args, dict) and list(args) == ["_raw"] else args
+    try:
+        t.call_tool(stored["tool"], raw)
+    except _DomainBug as e:
+        raise NotReproducible(f"call {stored['index'] + 1} {stored['tool']}: {e}") from None
+    replayed = t.calls[-1]
+    for field in ("ok", "result", "error"):
+        now, then = _as_json(replayed[field]), stored.get(field)
+        if now != then:
+            raise NotReproducible(
+                f"call {stored['index'] + 1} {stored['tool']} gives {field} {_short(now)} when replayed, "
+                f"{_short(then)} in the run"
+            )
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = format_value(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: TrialResult | None) -> TrialResult:
+    """``stored`` graded again against ``domain`` without any agent or user: its world
+    rebuilt by replaying its transcript (tool calls through the domain's tools, each
+    checked against the rules before it runs; agent replies scanned for disclosures),
+    then its expectations graded. The agent's own failures (``runtime`` checks) stand.
+    Raises NotReproducible when a replayed call's outcome differs from the stored one.
+    ``reference`` is :func:`reference_trial`'s, for the attribution."""
+    info = TrialInfo(domain.name, task.id, stored.trial, stored.k, stored.seed)
+    t = _Trial(domain, task, info)
+    try:
+        apply_given(t.world, task)
+    except (NotFound, Conflict) as e:
+        raise NotReproducible(f"the task's given could not be applied: {e}") from None
+    baseline = t.world.savepoint()
+    for entry in stored.transcript:
+        if entry["role"] == "tool":
+            _replay_call(t, stored.calls[entry["call"]])
+        else:
+            t.turn = entry["turn"]
+            t.say(entry["role"], entry["text"])
+    checks = [c for c in stored.checks if c.kind == "runtime"] + _rule_checks(t.violations)
+    error = _grade_expectations(t, checks)
+    verdict = ERRORED if error is not None else (PASSED if all(c.passed for c in checks) else FAILED)
+    calls = [dict(c, violations=now["violations"]) for c, now in zip(stored.calls, t.calls)]
+    result = TrialResult(**{
+        **{f: getattr(stored, f) for f in ("domain", "task", "trial", "k", "seed", "ended_by", "turns", "agent",
+                                           "user", "transcript", "usage", "latency", "duration", "traceback")},
+        "verdict": verdict,
+        "tags": list(task.tags),
+        "shared_tags": [tag for tag in task.tags if tag in domain.shared_tags],
+        "pending": domain.pending_for(task),
+        "critical": task.critical,
+        "error": error,
+        "calls": calls,
+        "checks": checks,
+        "violations": t.violations,
+        "diff": t.world.diff(baseline),
+        "soft": _soft_rules(t),
+        "location": _moved(stored.location, task),
+    })
+    if verdict == FAILED:
+        result.attribution = _likely_owner(domain, task, result, reference)
+    return result
+
+
+def _moved(location: str, task: Task) -> str:
+    """``FILE:LINE`` of the task, with the line it has in the edited file."""
+    file, sep, _ = location.rpartition(":")
+    return f"{file}:{task.pos.line}" if sep and task.pos else location
+
+
+def run_reference_trial(domain: Domain, task: Task) -> TrialResult | None:
+    """Synchronous :func:`reference_trial` (for regrading outside an event loop)."""
+    return asyncio.run(reference_trial(domain, task))

@@ -49,6 +49,8 @@ class RunReport:
     results: Results  # the results.json document: every trial, the summary, the gate's outcome
     out_dir: Path | None  # where results.json and report.html went
     write_error: str | None  # why they could not be written
+    # with --sandtable-baseline: a few lines on the comparison, for the terminal summary
+    comparison: list[str] = dataclasses.field(default_factory=list)
 
 
 class Recorder:
@@ -109,15 +111,22 @@ class Recorder:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        """A ``--sandtable-floor`` on a tag no collected trial has is a usage error before any
-        trial runs (after -k/-m deselection, like the end-of-run check). Not on an xdist
-        worker: there the controller reports it at the end of the run, as it never collects."""
-        floors = self.run.floors
-        if not floors or is_xdist_worker(self.config):
+        """A ``--sandtable-floor`` on a tag no collected trial has, and a ``--sandtable-baseline``
+        with no task in common with the collected trials, are usage errors before any
+        trial runs (after -k/-m deselection). Not on an xdist worker: there the controller
+        reports them at the end of the run, as it never collects."""
+        if is_xdist_worker(self.config):
             return
         trials = [it for it in items if getattr(it, "is_sandtable_trial", False)]
         if not trials:
             return  # no trial to gate: nothing is written, nothing is gated
+        self._check_floors(trials)
+        self._check_baseline(trials)
+
+    def _check_floors(self, trials: list[pytest.Item]) -> None:
+        floors = self.run.floors
+        if not floors:
+            return
         tags = {tag for it in trials for tag in getattr(getattr(it, "task", None), "tags", ())}
         unknown = [tag for tag in floors if tag not in tags]
         if not unknown:
@@ -135,6 +144,24 @@ class Recorder:
             f"the tags are {known}{broken}"
             for tag in unknown
         ))
+
+    def _check_baseline(self, trials: list[pytest.Item]) -> None:
+        """The baseline must share a task (domain name and task id) with the collected trials."""
+        base = self.run.baseline
+        if base is None or base.doc is None:
+            return
+        collected = {(getattr(getattr(it, "domain", None), "name", ""), getattr(getattr(it, "task", None), "id", ""))
+                     for it in trials}
+        theirs = {(str(t["domain"]), str(t["task"])) for t in base.doc.get("trials") or []}
+        if collected & theirs:
+            return
+
+        def listed(keys: set[tuple[str, str]]) -> str:
+            names = sorted(f"{d}/{t}" for d, t in keys)
+            return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "") or "no task"
+
+        raise pytest.UsageError(f"--sandtable-baseline: {base.given} has no task in common with the collected "
+                                f"trials (it has {listed(theirs)}; collected: {listed(collected)})")
 
     # -- controller only ---------------------------------------------------------------
 
@@ -165,8 +192,9 @@ class Recorder:
         if is_xdist_worker(self.config) or not (self.trials or self.collection_errors):
             return
         results = self._results(session)
+        comparison = self._against_baseline(results)
         out_dir, write_error = self._write(results)
-        self.report = RunReport(results, out_dir, write_error)
+        self.report = RunReport(results, out_dir, write_error, comparison)
         self._apply_exit_status(session, self.report)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -194,6 +222,36 @@ class Recorder:
         trials = _name_unknown_sides(self.trials, self.run)
         return build_results(trials, self._run_meta(trials, session), fail_under=self.run.fail_under,
                              floors=self.run.floors, prices=self.run.prices)
+
+    def _against_baseline(self, results: Results) -> list[str]:
+        """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows.
+        With ``--sandtable-fail-on-regression`` the comparison's checks join the gate, which
+        is evaluated anew (in ``results``) with them."""
+        base = self.run.baseline
+        if base is None or base.doc is None or not results["trials"]:
+            return []
+        from ..report.compare import CompareError, RunDoc, compare, labels, regression_checks, summary_lines
+        from ..report.gates import GateCheck, evaluate
+
+        this = RunDoc(labels([("", results)])[0], "this run", results)
+        try:
+            cmp = compare(RunDoc("baseline", base.given, base.doc), this, base.alpha)
+        except CompareError as e:  # under xdist, where the controller cannot check it before the run
+            checks = [GateCheck(False, f"--sandtable-baseline: {e}")]
+            lines = [f"sandtable: cannot compare with the baseline: {e}"]
+        else:
+            checks = regression_checks(cmp, base.max_drop)
+            lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
+        if base.fail_on_regression:
+            from ..engine.results import TrialResult
+
+            run = self.run
+            outcome = evaluate(results["summary"], run.fail_under, run.floors,
+                               [TrialResult.from_dict(dict(t)) for t in results["trials"]],
+                               results["run"].get("collection_errors") or (),
+                               stopped_early=results["run"].get("stopped_early"), regression=checks)
+            results["gate"] = outcome.to_dict(run.fail_under, run.floors)  # type: ignore[typeddict-item]
+        return lines
 
     def _write(self, results: Results) -> tuple[Path | None, str | None]:
         """Write results.json and report.html; where they went, or why they could not be written."""
@@ -227,6 +285,8 @@ class Recorder:
             terminalreporter.write_line(report.write_error, red=True, bold=True)
         if self.collection_errors:
             terminalreporter.write_line(collection_errors_line(self._broken_domains()), red=True, bold=True)
+        for line in report.comparison:
+            terminalreporter.write_line(line)
         for line in report.results["gate"]["lines"]:
             bad = line.startswith((PREFIX_FAILED, DETAIL_FAILED))
             terminalreporter.write_line(line, red=bad, green=not bad, bold=line.startswith(PREFIX_FAILED))
@@ -266,6 +326,13 @@ class Recorder:
             "fail_under": run.fail_under,
             "floors": dict(run.floors),
         }
+        if run.baseline is not None:  # recorded only when given, so files without one stay as they were
+            options.update({
+                "baseline": _rel(run.baseline.path, root),
+                "fail_on_regression": run.baseline.fail_on_regression,
+                "regression_alpha": run.baseline.alpha,
+                "max_drop": run.baseline.max_drop,
+            })
         return RunMeta(
             domains=sorted(domains.values(), key=lambda d: (d["name"], d["path"])),
             agent=public_spec(run.agent),

@@ -13,13 +13,13 @@ modules that check a prices file or a gate value load only when one is given.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-__all__ = ["RUN_STATE", "RunConfig", "add_options", "is_xdist_controller", "is_xdist_worker"]
+__all__ = ["RUN_STATE", "Baseline", "RunConfig", "add_options", "is_xdist_controller", "is_xdist_worker"]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -61,6 +61,18 @@ def add_options(parser: pytest.Parser) -> None:
                     help="gate: fail the run when the highest pass^k is below PCT percent (0-100, e.g. 85)")
     group.addoption("--sandtable-floor", action="append", default=[], metavar="TAG=PCT",
                     help="gate: fail the run when a tag's highest pass^k is below PCT percent (repeatable)")
+    group.addoption("--sandtable-baseline", default=None, metavar="PATH",
+                    help="compare this run with a baseline results.json (or run folder); the terminal summary "
+                         "says which tasks regressed or improved beyond chance")
+    group.addoption("--sandtable-fail-on-regression", action="store_true", default=False,
+                    help="gate: fail the run when it regressed from --sandtable-baseline (a task's drop beyond "
+                         "chance, any drop of a critical task, or pass^k dropping more than --sandtable-max-drop)")
+    group.addoption("--sandtable-regression-alpha", default=None, metavar="A",
+                    help="significance level of the per-task regression test (one-sided Fisher exact; "
+                         "default 0.05)")
+    group.addoption("--sandtable-max-drop", default=None, metavar="PCT",
+                    help="gate: fail the run when pass^k over the tasks in both runs drops more than PCT points "
+                         "from --sandtable-baseline")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -98,6 +110,7 @@ class RunConfig:
     out_dir: Path | None  # --sandtable-out, resolved against where pytest started; None: the default
     fail_under: float | None  # percent
     floors: Mapping[str, float]  # tag -> percent
+    baseline: Baseline | None = None  # --sandtable-baseline and the options that go with it
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -126,6 +139,7 @@ class RunConfig:
         prices_file = config.getoption("--sandtable-prices")
         prices = _prices(prices_file) if prices_file else None
         fail_under, floors = _gates(config)
+        baseline = _baseline(config)
         out = config.getoption("--sandtable-out")
         return cls(
             k=k,
@@ -147,6 +161,7 @@ class RunConfig:
             out_dir=Path(config.invocation_params.dir, out) if out else None,
             fail_under=fail_under,
             floors=floors,
+            baseline=baseline,
         )
 
 
@@ -200,6 +215,63 @@ def _gates(config: pytest.Config) -> tuple[float | None, dict[str, float]]:
         return parse_fail_under(raw_fail_under), dict(parse_floor(raw) for raw in raw_floors)
     except GateError as e:
         raise pytest.UsageError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """``--sandtable-baseline`` and its options: the results this run is compared with."""
+
+    given: str  # as given on the command line (messages show it)
+    path: Path  # resolved against where pytest started
+    fail_on_regression: bool
+    alpha: float  # the level of the per-task one-sided Fisher exact test
+    max_drop: float | None  # points of pass^k
+    # the baseline's results.json, read and checked at configure time; None on an xdist
+    # worker, where the controller alone compares
+    doc: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+
+
+def _baseline(config: pytest.Config) -> Baseline | None:
+    """The baseline and its options, checked, and its results read before any trial runs:
+    a missing, unreadable or other-major baseline is a usage error naming the file.
+    ``--sandtable-fail-on-regression``, ``--sandtable-regression-alpha`` or
+    ``--sandtable-max-drop`` without a baseline is a usage error too."""
+    raw = config.getoption("--sandtable-baseline")
+    fail = bool(config.getoption("--sandtable-fail-on-regression"))
+    raw_alpha = config.getoption("--sandtable-regression-alpha")
+    raw_drop = config.getoption("--sandtable-max-drop")
+    if raw is None:
+        given = [name for name, v in (("--sandtable-fail-on-regression", fail or None),
+                                      ("--sandtable-regression-alpha", raw_alpha),
+                                      ("--sandtable-max-drop", raw_drop)) if v is not None]
+        if given:
+            raise pytest.UsageError(f"{given[0]} needs --sandtable-baseline=PATH: the results to compare with")
+        return None
+    from ..report.compare import CompareError, parse_alpha
+    from ..report.gates import parse_pct
+    from ..report.results_json import ResultsError, read_results
+
+    try:
+        alpha = parse_alpha(raw_alpha, "--sandtable-regression-alpha")
+        max_drop = parse_pct(raw_drop, "--sandtable-max-drop") if raw_drop is not None else None
+    except (CompareError, ValueError) as e:
+        raise pytest.UsageError(str(e)) from None
+    path = Path(config.invocation_params.dir, raw)
+    doc = None
+    if not is_xdist_worker(config):
+        try:
+            doc = read_results(path)
+        except ResultsError as e:
+            raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
+    return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop, doc=doc)
+
+
+def _shown(file: str, config: pytest.Config) -> str:
+    """A file as the user would name it: relative to where pytest started, when inside it."""
+    try:
+        return Path(file).relative_to(config.invocation_params.dir).as_posix()
+    except ValueError:
+        return file
 
 
 def is_xdist_worker(config: pytest.Config) -> bool:

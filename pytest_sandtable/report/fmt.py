@@ -7,6 +7,8 @@ Pure functions of their arguments (no I/O, no locale).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "clip",
     "count",
@@ -16,6 +18,7 @@ __all__ = [
     "number",
     "one_line",
     "pct",
+    "pct_range",
     "plural",
     "points",
     "secs",
@@ -25,6 +28,15 @@ __all__ = [
 def pct(x: float | None) -> str:
     """A fraction as a percentage with one decimal: 0.625 -> ``62.5%``; None -> ``n/a``."""
     return "n/a" if x is None else f"{x * 100:.1f}%"
+
+
+def pct_range(interval: Sequence[float] | None) -> str:
+    """A 95% interval of a fraction in whole percents: [0.6756, 1.0] -> ``68-100%``; None -> ``n/a``.
+    Whole percents keep a column of intervals narrow beside the one-decimal scores."""
+    if interval is None:
+        return "n/a"
+    lo, hi = interval
+    return f"{lo * 100:.0f}-{hi * 100:.0f}%"
 
 
 def points(x: float) -> str:

@@ -1,11 +1,13 @@
 """CI gates: decide a run's outcome from its summary.
 
-Three gates, all read from the same summary the terminal and the reports show:
+Four gates, all read from the same summary the terminal and the reports show:
 
 - ``--sandtable-fail-under PCT``: the highest pass^k computed (j = k) must be at
   least PCT percent;
 - ``--sandtable-floor TAG=PCT`` (repeatable): the tag's pass^k must be at least PCT;
-- critical tasks (``critical: true``): any trial of one that did not pass fails the run.
+- critical tasks (``critical: true``): any trial of one that did not pass fails the run;
+- ``--sandtable-fail-on-regression``: the comparison with ``--sandtable-baseline`` must
+  find no regression (its checks come from :mod:`.compare`, which the caller runs).
 
 Errored trials never count as passes: pass^k leaves them out (they were not
 graded), and with a gate set any errored trial fails the gate, so a run whose
@@ -170,9 +172,10 @@ def parse_fail_under(value: float | str | None, option: str = "--sandtable-fail-
     return percent
 
 
-def gate_is_set(fail_under: float | None, floors: Mapping[str, float]) -> bool:
-    """True when a gate decides the exit status (fail-under or any floor given)."""
-    return fail_under is not None or bool(floors)
+def gate_is_set(fail_under: float | None, floors: Mapping[str, float], regression: bool = False) -> bool:
+    """True when a gate decides the exit status (fail-under, any floor, or
+    ``--sandtable-fail-on-regression`` given)."""
+    return fail_under is not None or bool(floors) or regression
 
 
 def _top_j(summary: Mapping[str, Any]) -> str:
@@ -205,6 +208,7 @@ def evaluate(
     trials: Iterable[TrialResult],
     collection_errors: Iterable[Mapping[str, Any]] = (),
     stopped_early: str | None = None,
+    regression: Sequence[GateCheck] | None = None,
 ) -> GateOutcome:
     """Check every gate against a run's summary (from :func:`~pytest_sandtable.report.summary.summarize`),
     its trials (for critical tasks and errored trials) and the domain files that did
@@ -212,10 +216,13 @@ def evaluate(
 
     Critical tasks and domain files that did not load are always checked. The
     fail-under and floor gates are checked when given; with either given, any
-    errored trial also fails the outcome.
+    errored trial also fails the outcome. ``regression`` holds the checks of the
+    comparison with a baseline (``--sandtable-fail-on-regression``, see
+    :func:`~pytest_sandtable.report.compare.regression_checks`): given, they are part of
+    the gate, and the gate is set.
     """
     trials = list(trials)
-    gate_set = gate_is_set(fail_under, floors)
+    gate_set = gate_is_set(fail_under, floors, regression is not None)
     checks: list[GateCheck] = []
     j = _top_j(summary)
     multi = len({t.domain for t in trials}) > 1
@@ -242,6 +249,7 @@ def evaluate(
             continue
         checks.append(_compare(f"tag {tag} ", (tags[tag].get("pass_hat") or {}).get(j), threshold,
                                f"--sandtable-floor {tag}={number(threshold)}%", j))
+    checks.extend(regression or ())
 
     # critical tasks: any trial that did not pass (failed or errored) fails the run
     critical: dict[tuple[str, str], list[TrialResult]] = {}

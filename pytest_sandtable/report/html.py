@@ -21,15 +21,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from .fmt import clip, duration, pct, plural
+from .fmt import clip, duration, pct, pct_range, plural
 from .types import (
     Diff,
     ErroredTrial,
     FailureMode,
     Gate,
+    Intervals,
+    OwnerCluster,
     PassHat,
+    PendingItem,
     Results,
     Run,
+    Score,
     SoftRuleRate,
     StoredTrial,
     StoredViolation,
@@ -149,8 +153,8 @@ class _Index:
 # --------------------------------------------------------------------------- chart
 
 
-def chart(pass_hat: PassHat, width: int = 300, height: int = 150) -> str:
-    """An inline SVG line chart of pass^j against j."""
+def chart(pass_hat: PassHat, width: int = 300, height: int = 150, intervals: Intervals | None = None) -> str:
+    """An inline SVG line chart of pass^j against j, with each j's 95% interval as a bar."""
     js = sorted((int(j) for j in pass_hat), key=int)
     left, right, top, bottom = 38, 10, 22, 30
     w, h = width - left - right, height - top - bottom
@@ -180,8 +184,12 @@ def chart(pass_hat: PassHat, width: int = 300, height: int = 150) -> str:
         if value is None:
             continue
         px, py = x(i), y(value)
+        ci = (intervals or {}).get(str(j))
+        if ci:
+            parts.append(f'<line class="ci" x1="{px:.1f}" x2="{px:.1f}" y1="{y(ci[1]):.1f}" y2="{y(ci[0]):.1f}"/>')
+        shown = f"pass^{j} {pct(value)}" + (f" (95% CI {pct_range(ci)})" if ci else "")
         parts.append(f'<circle class="dot" cx="{px:.1f}" cy="{py:.1f}" r="3.5">'
-                     f"<title>pass^{j} {pct(value)}</title></circle>")
+                     f"<title>{e(shown)}</title></circle>")
         ly = py - 8
         parts.append(f'<text class="val" x="{px:.1f}" y="{ly:.1f}" text-anchor="middle">{e(pct(value))}</text>')
     parts.append(f'<text class="axis" x="{left + w / 2:.1f}" y="{height - 2}" text-anchor="middle">'
@@ -392,6 +400,15 @@ def _trial(t: StoredTrial, idx: _Index) -> str:
                 f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
 
 
+def _attribution(t: StoredTrial) -> str:
+    """Who likely owns a failed trial, and the evidence (schema 1.2; nothing before)."""
+    a = t.get("attribution")
+    if not isinstance(a, Mapping) or not a.get("owner"):
+        return ""
+    return (f'<div class="box owner"><b>likely owner: <span class="who-owns">{e(a["owner"])}</span></b>'
+            f' <span class="evidence">{e(a.get("evidence", ""))}</span></div>')
+
+
 def _trial_details(t: StoredTrial, idx: _Index) -> str:
     v = t["verdict"]
     anchor = idx.trial(t["domain"], t["task"], t["trial"])
@@ -411,6 +428,7 @@ def _trial_details(t: StoredTrial, idx: _Index) -> str:
     if failed:
         rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
+    body.append(_attribution(t))
     body.append("<h4>Transcript</h4>" + _transcript(t))
     traceback = t.get("traceback")
     if traceback:
@@ -489,6 +507,11 @@ outline:1px dashed var(--fail)}
 .verdict{margin:8px 0 0;font-weight:600}
 .alert{background:var(--failbg);border:2px solid var(--fail);border-radius:10px;padding:12px 16px;color:var(--fg)}
 .alert h2{color:var(--fail)}.alert p{margin:4px 0 8px}.alert summary{cursor:pointer}
+.alert.warn{background:var(--flakybg);border-color:var(--flaky);margin-bottom:22px}.alert.warn h2{color:var(--flaky)}
+.ci{color:var(--muted);font-size:11.5px;white-space:nowrap}.headline .ci{font-size:13px;margin-top:2px}
+.chart .ci{stroke:var(--accent);stroke-width:1.5;opacity:.45}
+.sub-h{margin:14px 0 6px;font-size:13.5px}
+.box.owner{background:var(--flakybg);border:1px solid var(--flaky);padding:6px 10px;border-radius:8px;margin:8px 0}
 table.usage tr.total td{font-weight:600;border-top:2px solid var(--line)}
 .filters{display:flex;gap:8px;align-items:center;margin:0 0 10px;flex-wrap:wrap}
 .filters button{font:inherit;font-size:13px;padding:4px 12px;border-radius:999px;border:1px solid var(--line);
@@ -594,6 +617,8 @@ def _head(doc: Results, title: str, top: str) -> str:
     """From the doctype to ``<body>``: the CSP, and a title with the headline figure."""
     not_loaded = len(doc["run"].get("collection_errors") or [])
     missing = f" ({plural(not_loaded, 'domain file')} did not load)" if not_loaded else ""
+    if doc["summary"].get("provisional"):
+        missing += " (provisional)"
     return ('<!doctype html><html lang="en" class="no-js"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{e(_csp())}">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
@@ -617,7 +642,7 @@ def _header(run: Run, s: Summary, title: str) -> str:
     return ('<header><div class="brand">sandtable report</div>'
             f"<h1>{e(title)}</h1><div class=\"muted\">{' · '.join(meta)}</div>"
             '<nav><a href="#overview">Overview</a><a href="#tasks">Tasks</a><a href="#failure-modes">Failure modes</a>'
-            '<a href="#tags">Tags</a><a href="#soft-rules">Soft rules</a><a href="#usage">Usage</a>'
+            '<a href="#tags">Scores</a><a href="#soft-rules">Soft rules</a><a href="#usage">Usage</a>'
             '<a href="#trials">Trials</a></nav></header>')
 
 
@@ -636,40 +661,81 @@ def _not_loaded(run: Run) -> str:
             f"a score here covers the domains that loaded only.</p>{items}</section>")
 
 
+def _provisional(s: Summary) -> str:
+    """The banner at the top of a provisional run: the drafted items nobody accepted yet."""
+    items: Sequence[PendingItem] = s.get("provisional") or []
+    if not items:
+        return ""
+    multi = len(s["domains"]) > 1
+    are = "is" if len(items) == 1 else "are"
+    lis = "".join(f'<li>{e(p["kind"])} <code>{e(p["domain"] + "/" if multi else "")}{e(p["id"])}</code>'
+                  f' <span class="muted">({e(plural(p["trials"], "trial"))} ran under it)</span></li>'
+                  for p in items)
+    return (f'<section id="provisional" class="alert warn" role="alert"><h2>Provisional: '
+            f'{plural(len(items), "drafted item")} {are} pending review</h2><p>These results ran under drafted '
+            "tasks or rules nobody has accepted yet: the figures may change once they are reviewed.</p>"
+            f"<ul>{lis}</ul></section>")
+
+
+def _ci_text(intervals: Intervals | None, j: str) -> str:
+    """`` · 95% CI 62–100%`` for a score with an interval at j; nothing otherwise."""
+    ci = (intervals or {}).get(j)
+    return f" · 95% CI {pct_range(ci)}" if ci else ""
+
+
 def _overview(s: Summary, gate: Gate, top: str) -> str:
-    """The headline pass^k with the counts, the chart of pass^j against j, and the gate."""
+    """The headline pass^k with its interval and the counts, the chart of pass^j against j,
+    and the gate."""
     tasks = s["tasks"]
     verdicts = {v: sum(1 for t in tasks if t["verdict"] == v) for v in _VERDICT_ORDER}
     counts = " ".join(_badge(v, f"{verdicts[v]} {v}") for v in _VERDICT_ORDER if verdicts[v])
+    hat_ci = s.get("pass_hat_ci")
+    ci = (hat_ci or {}).get(top)
+    interval = f'<div class="ci" id="headline-ci">95% CI {e(pct_range(ci))}</div>' if ci else ""
+    bars = ' <span class="muted small">(bars: 95% CI)</span>' if hat_ci else ""
+    at = s.get("pass_at")
+    at_text = f" · pass@{e(top)} {e(pct(at.get(top)))}{e(_ci_text(s.get('pass_at_ci'), top))}" if at else ""
     return ('<section id="overview" class="hero">'
             f'<div class="card headline"><div class="label">pass^{e(top)} over {plural(len(tasks), "task")}'
-            f'</div><div class="big" id="headline">{e(pct(s["pass_hat"].get(top)))}</div>'
-            f'<div class="sub">pass^1 {e(pct(s["pass_hat"].get("1")))} · {e(s["trials"])} trials: '
+            f'</div><div class="big" id="headline">{e(pct(s["pass_hat"].get(top)))}</div>{interval}'
+            f'<div class="sub">pass^1 {e(pct(s["pass_hat"].get("1")))}{e(_ci_text(hat_ci, "1"))}{at_text}</div>'
+            f'<div class="sub">{e(s["trials"])} trials: '
             f'{e(s["passed"])} passed, {e(s["failed"])} failed, {e(s["errored"])} errored</div>'
             f'<div class="counts">{counts}</div></div>'
-            f'<div class="card"><h3>pass^j against j</h3>{chart(s["pass_hat"])}</div>'
+            f'<div class="card"><h3>pass^j against j{bars}</h3>'
+            f'{chart(s["pass_hat"], intervals=hat_ci)}</div>'
             f'<div class="card" id="gate"><h3>Gate</h3>{_gate(gate)}</div></section>')
+
+
+def _with_ci(value: float | None, interval: Sequence[float] | None, mark: str = "") -> str:
+    """A score and, under it, its 95% interval (when it has one)."""
+    ci = f'<br><span class="ci">{e(pct_range(interval))}</span>' if interval else ""
+    return f"{e(pct(value))}{e(mark)}{ci}"
 
 
 def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[StoredTrial]], idx: _Index,
            top: str) -> str:
-    """The tasks table, with the filters: verdict, a square per trial, passed, pass^k, tags."""
+    """The tasks table, with the filters: verdict, a square per trial, passed with the
+    interval of the pass rate, pass^k with its interval, tags."""
     rows = []
     for t in tasks:
         key = (t["domain"], t["task"])
         crit = ' <span class="badge crit">critical</span>' if t["critical"] else ""
         errored = f' <span class="muted">+{e(t["errored"])} errored</span>' if t["errored"] else ""
+        rate_ci = t.get("rate_ci")
+        rate = f'<br><span class="ci">rate {e(pct_range(rate_ci))}</span>' if rate_ci else ""
         rows.append((_filterable(t), [
             f'<a href="#{idx.task(*key)}">{e(t["name"])}</a>{crit}',
             _badge(t["verdict"]),
             _dots(by_task.get(key, []), idx),
-            f'{e(t["passed"])}/{e(t["graded"])}{errored}',
-            e(pct(t["pass_hat"].get(top))),
+            f'{e(t["passed"])}/{e(t["graded"])}{errored}{rate}',
+            _with_ci(t["pass_hat"].get(top), (t.get("pass_hat_ci") or {}).get(top)),
             e(", ".join(t["tags"])),
         ]))
     head = "".join(f"<th>{e(h)}</th>" for h in ["task", "verdict", "trials", "passed", f"pass^{top}", "tags"])
     body = "".join(f"<tr {a}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for a, cells in rows)
-    return ('<section id="tasks"><h2>Tasks</h2>'
+    return ('<section id="tasks"><h2>Tasks <span class="muted small">(under each figure its 95% CI: the '
+            "Wilson interval of the task's pass rate; a task that passed every trial may still be flaky)</span></h2>"
             '<div class="filters js-only"><button data-verdict="all" class="on">all</button>'
             '<button data-verdict="notpassed">not passed</button><button data-verdict="flaky">flaky</button>'
             '<button data-verdict="failed">failed</button><button data-verdict="critical">critical</button>'
@@ -678,33 +744,92 @@ def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Seque
             "</div></section>")
 
 
-def _failure_modes(modes: Sequence[FailureMode], idx: _Index) -> str:
-    """Failed checks across trials, each with an example linking to its trial."""
+def _owners_text(owners: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{o} {n}" for o, n in (owners or {}).items())
+
+
+def _failure_modes(s: Summary, idx: _Index) -> str:
+    """Failed checks across trials, each with its likely owners and an example linking to
+    its trial; then the failed trials by likely owner."""
+    modes: Sequence[FailureMode] = s["failure_modes"]
     if not modes:
         return '<section id="failure-modes"><h2>Failure modes</h2><p class="muted">No check failed.</p></section>'
+    owned = any(m.get("owners") for m in modes)
     rows = []
     for m in modes:
         ex = m["example"]
         link = idx.trial(ex["domain"], ex["task"], ex["trial"])
-        rows.append([f"<code>{e(m['kind'])}</code>", f"<code>{e(m['id'])}</code>",
-                     f'<span class="num">{e(m["trials"])}</span>',
-                     f'<a href="#{link}">{e(idx.name(ex["domain"], ex["task"]))} [{e(ex["trial"])}]</a>: '
-                     f'{e(ex["detail"])}'])
+        row = [f"<code>{e(m['kind'])}</code>", f"<code>{e(m['id'])}</code>",
+               f'<span class="num">{e(m["trials"])}</span>']
+        if owned:
+            row.append(e(_owners_text(m.get("owners"))))
+        rows.append([*row, f'<a href="#{link}">{e(idx.name(ex["domain"], ex["task"]))} [{e(ex["trial"])}]</a>: '
+                           f'{e(ex["detail"])}'])
+    headers = ["kind", "check", "trials", *(["likely owners"] if owned else []), "example"]
     return ('<section id="failure-modes"><h2>Failure modes</h2><div class="tablewrap">'
-            + _table(["kind", "check", "trials", "example"], rows) + "</div></section>")
+            + _table(headers, rows, "modes") + "</div>" + _owner_clusters(s) + "</section>")
+
+
+def _owner_clusters(s: Summary) -> str:
+    """The failed trials by likely owner: how many, and which tasks."""
+    owners: Sequence[OwnerCluster] = s.get("owners") or []
+    if not owners:
+        return ""
+    unattributed = s["failed"] - sum(o["trials"] for o in owners)
+    rows = [[f"<b>{e(o['owner'])}</b>", f'<span class="num">{e(o["trials"])}</span>', e(", ".join(o["tasks"]))]
+            for o in owners]
+    if unattributed > 0:
+        rows.append(['<span class="muted">not attributed</span>', f'<span class="num">{e(unattributed)}</span>', ""])
+    return (f'<h3 class="sub-h">Likely owners of {e(plural(s["failed"], "failed trial"))}</h3>'
+            '<div class="tablewrap">' + _table(["owner", "failed trials", "tasks"], rows, "owners") + "</div>")
+
+
+_FEWER = "*"
+
+
+def _score_table(groups: Sequence[tuple[str, Score]], js: Sequence[str], measure: str) -> tuple[str, bool]:
+    """One table of pass^j (``measure`` ``pass_hat``) or pass@j (``pass_at``) with their
+    intervals, a row per group; and whether a cell counts fewer tasks than j = 1 (marked)."""
+    marked = False
+    rows = []
+    for label, score in groups:
+        values: Mapping[str, float | None] = score.get(measure) or {}  # type: ignore[assignment]
+        intervals: Mapping[str, Any] = score.get(f"{measure}_ci") or {}  # type: ignore[assignment]
+        counted = score.get("pass_hat_tasks") or {}
+        cells = []
+        for j in js:
+            fewer = "1" in counted and values.get(j) is not None and counted.get(j, 0) < counted["1"]
+            marked = marked or fewer
+            cells.append(_with_ci(values.get(j), intervals.get(j), _FEWER if fewer else ""))
+        rows.append([label, e(score["tasks"]), *cells])
+    sign = "^" if measure == "pass_hat" else "@"
+    return _table(["", "tasks"] + [f"pass{sign}{j}" for j in js], rows, f"scores {measure}"), marked
 
 
 def _tags(s: Summary) -> str:
-    """pass^j for every j over all tasks, then per tag."""
-    tags = s["tags"]
-    if not tags:
-        return '<section id="tags"><h2>Scores by tag</h2><p class="muted">No task has a tag.</p></section>'
+    """pass^j and pass@j for every j with their 95% intervals: over all tasks, per domain
+    (several domains), then per tag."""
     js = sorted(s["pass_hat"], key=int)
-    rows = [["<b>all tasks</b>", e(len(s["tasks"]))] + [e(pct(s["pass_hat"].get(j))) for j in js]]
-    for tag, score in tags.items():
-        rows.append([e(tag), e(score["tasks"])] + [e(pct(score["pass_hat"].get(j))) for j in js])
-    return ('<section id="tags"><h2>Scores by tag</h2><div class="tablewrap">'
-            + _table(["tag", "tasks"] + [f"pass^{j}" for j in js], rows) + "</div></section>")
+    overall: Score = {"tasks": len(s["tasks"]), "pass_hat": s["pass_hat"]}
+    for field in ("pass_hat_ci", "pass_hat_tasks", "pass_at", "pass_at_ci"):
+        if field in s:
+            overall[field] = s[field]  # type: ignore[literal-required]
+    groups: list[tuple[str, Score]] = [("<b>all tasks</b>", overall)]
+    groups += [(f"domain <b>{e(d)}</b>", score) for d, score in (s.get("domain_scores") or {}).items()]
+    groups += [(e(tag), score) for tag, score in s["tags"].items()]
+    hat, marked = _score_table(groups, js, "pass_hat")
+    parts = ['<section id="tags"><h2>Scores <span class="muted small">(under each figure its 95% CI)</span></h2>',
+             f'<h3 class="sub-h">pass^j: all of j trials pass</h3><div class="tablewrap">{hat}</div>']
+    if "pass_at" in s:
+        at, more = _score_table(groups, js, "pass_at")
+        marked = marked or more
+        parts.append(f'<h3 class="sub-h">pass@j: at least one of j trials passes</h3><div class="tablewrap">{at}</div>')
+    if marked:
+        parts.append(f'<p class="muted small">{_FEWER} counts fewer tasks than j = 1: a task with fewer than j graded '
+                     "trials (errored ones are not graded) is left out of pass^j and pass@j.</p>")
+    if not s["tags"]:
+        parts.append('<p class="muted">No task has a tag.</p>')
+    return "".join(parts) + "</section>"
 
 
 def _soft_rules(rules: Sequence[SoftRuleRate]) -> str:
@@ -820,9 +945,10 @@ def render_report(results: Mapping[str, Any]) -> str:
         _header(run, s, title),
         "<main>",
         _not_loaded(run),
+        _provisional(s),
         _overview(s, doc["gate"], top),
         _tasks(tasks, by_task, idx, top),
-        _failure_modes(s["failure_modes"], idx),
+        _failure_modes(s, idx),
         _tags(s),
         _soft_rules(s["soft_rules"]),
         _usage(s, doc["trials"]),

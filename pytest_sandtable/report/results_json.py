@@ -145,7 +145,8 @@ def _stored(t: TrialResult) -> StoredTrial:
 
 
 def _task_verdicts(summary: Summary) -> list[TaskVerdict]:
-    """``tasks[]``: each task's verdict and counts, in the summary's order (critical first)."""
+    """``tasks[]``: each task's verdict and counts, in the summary's order (critical first),
+    with the Wilson interval of its success rate."""
     return [
         {
             "domain": e["domain"],
@@ -157,6 +158,7 @@ def _task_verdicts(summary: Summary) -> list[TaskVerdict]:
             "graded": e["graded"],
             "passed": e["passed"],
             "errored": e["errored"],
+            "rate_ci": e.get("rate_ci"),
         }
         for e in summary["tasks"]
     ]

@@ -21,9 +21,12 @@ third-party code. The methods, and why each was chosen, are in docs/results.md
 from __future__ import annotations
 
 import random
-from bisect import bisect_right
-from collections.abc import Sequence
-from math import comb, sqrt
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from itertools import repeat
+from math import comb, exp, lgamma, log, log1p, sqrt
+from operator import itemgetter, mul
 
 # two-sided 95%: the 97.5th percentile of the standard normal
 Z95 = 1.959963984540054
@@ -133,33 +136,7 @@ def bootstrap_intervals(
     (each resample draws a task's count once and reads every j from it). For a j, only
     the tasks with at least j graded trials count, as in :func:`mean_pass_hat`. The same
     counts always give the same intervals (fixed seed); None for a j no task reaches."""
-    kept = [(c, n) for c, n in tasks if n >= 1]
-    if not kept:
-        return {j: None for j in js}
-    tables = [_Task(c, n) for c, n in kept]
-    by_n = {n: _estimates(n, js, measure) for n in {n for _, n in kept}}
-    rng = random.Random(seed)
-    m = len(tables)
-    sums = {j: [0.0] * resamples for j in js}
-    counts = {j: [0] * resamples for j in js}
-    for r in range(resamples):
-        for _ in range(m):
-            t = tables[int(rng.random() * m)]
-            x = t.draw(rng)
-            values = by_n[t.n]
-            for j in js:
-                if t.n >= j:
-                    sums[j][r] += values[j][x]
-                    counts[j][r] += 1
-    out: dict[int, Interval | None] = {}
-    for j in js:
-        if not any(n >= j for _, n in kept):
-            out[j] = None
-            continue
-        # a resample that drew no task with j trials has no mean; it is left out
-        means = [s / c for s, c in zip(sums[j], counts[j]) if c]
-        out[j] = _percentiles(means)
-    return out
+    return bootstrap_table(tasks, js, (measure,), resamples, seed)[measure]
 
 
 def bootstrap_interval(
@@ -168,6 +145,162 @@ def bootstrap_interval(
 ) -> Interval | None:
     """:func:`bootstrap_intervals` for one j."""
     return bootstrap_intervals(tasks, [j], measure, resamples, seed)[j]
+
+
+# --------------------------------------------------------------------------- the bootstrap, fast
+#
+# One resampled task of the two-level bootstrap is a task drawn uniformly, then its count
+# drawn from a binomial at its observed rate. Its estimate depends on its graded trials n
+# and that count x only, so one draw is a draw of (n, x) from the mixture of the tasks'
+# binomials: P(n, x) = (1/m) * sum over tasks with n trials of Bin(x; n, c/n). A resample
+# of m tasks is then m draws from that one distribution, the same resample in
+# distribution, and every j (and pass@j beside pass^j) is read from its histogram, whose
+# few distinct (n, x) make each mean a short dot product. That keeps a summary with many
+# tags and a large k cheap enough for the end of every run.
+
+_NEGLIGIBLE = 1e-12  # a count this unlikely is left out of the mixture (never drawn in practice)
+_DENSE = 12  # up to this many (n, x) combinations, a resample is counted over all of them
+
+
+def _binomial_pmf(n: int, p: float) -> list[float]:
+    """P(X = x) for x = 0..n, X ~ Binomial(n, p); in logs, so a large n cannot overflow."""
+    if p <= 0.0:
+        return [1.0] + [0.0] * n
+    if p >= 1.0:
+        return [0.0] * n + [1.0]
+    lp, lq, top = log(p), log1p(-p), lgamma(n + 1)
+    return [exp(top - lgamma(x + 1) - lgamma(n - x + 1) + x * lp + (n - x) * lq) for x in range(n + 1)]
+
+
+@lru_cache(maxsize=512)
+def _estimate_rows(n: int, j_max: int) -> tuple[tuple[float, ...], ...]:
+    """pass^j at every count 0..n of n trials, for j = 1..min(j_max, n) (row j - 1):
+    C(x, j) / C(n, j) as the product of (x - i) / (n - i) over i < j, row by row (floats:
+    the table feeds percentiles, and exact big-integer ratios cost far more at large n)."""
+    rows: list[tuple[float, ...]] = []
+    row = [1.0] * (n + 1)
+    for j in range(1, min(j_max, n) + 1):
+        d = n - j + 1
+        row = [r * (x - j + 1) / d if x >= j else 0.0 for x, r in enumerate(row)]
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+def _estimate(n: int, x: int, j: int, j_max: int, measure: str) -> float:
+    """One task's estimate of pass^j (or pass@j) at count x of n trials; 0.0 past n (never counted)."""
+    if j > n:
+        return 0.0
+    rows = _estimate_rows(n, j_max)
+    if measure == "pass_hat":
+        return rows[j - 1][x]
+    return 1.0 - rows[j - 1][n - x]  # pass@j: 1 - C(n - x, j) / C(n, j)
+
+
+class _Mixture:
+    """A group's resampling distribution over (n, x): the combinations, in order, and
+    their cumulative probabilities."""
+
+    def __init__(self, kept: Sequence[Counts]) -> None:
+        weight: dict[tuple[int, int], float] = {}
+        for c, n in kept:
+            for x, q in enumerate(_binomial_pmf(n, c / n)):
+                if q > _NEGLIGIBLE:
+                    weight[(n, x)] = weight.get((n, x), 0.0) + q
+        self.combos = sorted(weight)
+        total = sum(weight.values())
+        acc, cdf = 0.0, []
+        for key in self.combos:
+            acc += weight[key] / total
+            cdf.append(acc)
+        cdf[-1] = 1.0
+        self.cdf = cdf
+        self.size = len(kept)
+
+    def draws(self, rng: random.Random) -> list[float]:
+        """The m uniform draws of one resample, in order."""
+        rnd = rng.random
+        return sorted([rnd() for _ in repeat(None, self.size)])
+
+    def resample(self, rng: random.Random) -> tuple[list[int], list[int]]:
+        """One resample as a sparse histogram: the indexes of the combinations drawn and
+        how often (for many combinations, of which a resample draws few)."""
+        m, cdf, last = self.size, self.cdf, len(self.cdf) - 1
+        draws = self.draws(rng)
+        idx: list[int] = []
+        counts: list[int] = []
+        pos = 0
+        while pos < m:
+            i = bisect_left(cdf, draws[pos])  # the combination of the next draw ...
+            end = m if i == last else bisect_right(draws, cdf[i], pos)  # ... and its draws
+            idx.append(i)
+            counts.append(end - pos)
+            pos = end
+        return idx, counts
+
+    def dense(self, rng: random.Random) -> list[int]:
+        """One resample as a histogram over every combination (for a few combinations)."""
+        draws = self.draws(rng)
+        upto = [bisect_right(draws, c) for c in self.cdf[:-1]]
+        upto.append(self.size)
+        return [b - a for a, b in zip([0, *upto], upto)]
+
+
+def _picker(idx: list[int]) -> Callable[[Sequence[float]], Sequence[float]]:
+    """The entries of a row at ``idx``, as a sequence (itemgetter of one index returns a bare item)."""
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda row: (row[i],)
+    return itemgetter(*idx)  # type: ignore[return-value]
+
+
+def bootstrap_table(
+    tasks: Sequence[Counts],
+    js: Sequence[int],
+    measures: Sequence[str] = ("pass_hat", "pass_at"),
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, dict[int, Interval | None]]:
+    """:func:`bootstrap_intervals` for several measures at once (``"pass_hat"``,
+    ``"pass_at"``), all read from the same resamples: ``{measure: {j: interval}}``."""
+    kept = [(c, n) for c, n in tasks if n >= 1]
+    reached = {j: any(n >= j for _, n in kept) for j in js}
+    out: dict[str, dict[int, Interval | None]] = {me: {j: None for j in js} for me in measures}
+    live = [j for j in js if reached[j]]
+    if not live:
+        return out
+    mix = _Mixture(kept)
+    j_max = max(live)
+    rows = [(me, j, [_estimate(n, x, j, j_max, me) for n, x in mix.combos]) for me in measures for j in live]
+    # the tasks a j counts (those with at least j trials), per resample; all of them when
+    # every task has as many trials as the largest j (the usual run)
+    ns = [n for n, _ in mix.combos]
+    uniform = min(ns) >= j_max
+    masks = {} if uniform else {j: [1 if n >= j else 0 for n in ns] for j in live}
+    sums: list[list[float]] = [[] for _ in rows]
+    dens: dict[int, list[int]] = {j: [] for j in live}
+    rng = random.Random(seed)
+    if len(mix.combos) <= _DENSE:
+        for _ in range(resamples):
+            counts = mix.dense(rng)
+            for acc, (_, _, row) in zip(sums, rows):
+                acc.append(sum(map(mul, counts, row)))
+            if not uniform:
+                for j in live:
+                    dens[j].append(sum(map(mul, counts, masks[j])))
+    else:
+        for _ in range(resamples):
+            idx, counts = mix.resample(rng)
+            pick = _picker(idx)
+            for acc, (_, _, row) in zip(sums, rows):
+                acc.append(sum(map(mul, counts, pick(row))))
+            if not uniform:
+                for j in live:
+                    dens[j].append(sum(map(mul, counts, pick(masks[j]))))
+    for acc, (me, j, _) in zip(sums, rows):
+        den = dens[j] if not uniform else [mix.size] * resamples
+        # a resample that drew no task with j trials has no mean; it is left out
+        out[me][j] = _percentiles([s / d for s, d in zip(acc, den) if d])
+    return out
 
 
 def bootstrap_differences(

@@ -1,23 +1,35 @@
-"""Aggregating trials: pass^j, verdicts per task, failure modes, soft rules, usage.
+"""Aggregating trials: pass^j and pass@j with their 95% intervals, verdicts per task,
+scores per tag and per domain, failure modes and their likely owners, drafted items
+pending review, soft rules, usage.
 
 The summary is a JSON-compatible dict (typed as :class:`~pytest_sandtable.report.types.Summary`),
-so the terminal, results.json and the HTML report all render the same numbers.
+so the terminal, results.json and the HTML report all render the same numbers. The
+statistics are :mod:`.stats`'s; the rules (which tasks a pass^j counts, how tags are
+scoped by domain) are documented in docs/results.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from math import comb
+from functools import lru_cache
 from typing import Any
 
 from ..engine.results import ERRORED, PASSED, TrialResult
+from . import stats
 from .safe import named_usage
+from .stats import pass_hat
 from .types import (
     Cost,
     ErroredTrial,
     FailureMode,
+    Interval,
+    IntervalMethod,
+    Intervals,
     Latency,
+    OwnerCluster,
     PassHat,
+    PendingItem,
+    Score,
     SoftRuleRate,
     Summary,
     SummaryUsage,
@@ -27,16 +39,7 @@ from .types import (
 )
 
 VERDICT_ORDER = {"failed": 0, "flaky": 1, "skipped": 2, "passed": 3}
-
-
-def pass_hat(c: int, n: int, j: int) -> float | None:
-    """The unbiased estimator of pass^j for one task: C(c, j) / C(n, j).
-
-    None when the task has fewer than j graded trials (it is left out of the average).
-    """
-    if n < j or j < 1:
-        return None
-    return comb(c, j) / comb(n, j)
+OWNERS = ("agent", "task", "user")  # the order owners are listed in at equal counts
 
 
 def _mean(xs: Iterable[float | None]) -> float | None:
@@ -56,6 +59,10 @@ def _percentile(xs: Sequence[float], q: float) -> float | None:
 
 
 def task_verdict(n: int, c: int) -> str:
+    """A task's verdict over its ``n`` graded trials of which ``c`` passed. ``flaky`` says
+    flakiness is established: a pass and a fail were both seen. ``passed`` does not say
+    the task cannot fail: the Wilson interval of its rate (``rate_ci``) says how often it
+    still might (8 of 8 passes: 68-100%)."""
     if n == 0:
         return "skipped"
     if c == n:
@@ -115,11 +122,39 @@ def _task_names(by_task: Mapping[_TaskKey, Sequence[TrialResult]]) -> dict[_Task
     return names
 
 
+def _interval(iv: stats.Interval | None) -> Interval | None:
+    """An interval as results.json writes it: ``[low, high]``."""
+    return None if iv is None else [iv[0], iv[1]]
+
+
+def _around(iv: stats.Interval | None, estimate: float | None) -> Interval | None:
+    """A task's interval, stretched to hold its own estimate. The interval is of p^j (or
+    1 - (1 - p)^j) at the Wilson ends of its rate, while the unbiased estimate at j = n
+    is 0 or 1 exactly (3 of 4 passed: pass^4 is 0): a score must never show outside its
+    own interval."""
+    if iv is None or estimate is None:
+        return _interval(iv)
+    return [min(iv[0], estimate), max(iv[1], estimate)]
+
+
+@lru_cache(maxsize=4096)
+def _task_scores(c: int, n: int, js: tuple[str, ...]) -> tuple[PassHat, Intervals, PassHat, Intervals]:
+    """One task's pass^j, its intervals, pass@j and its intervals for every j, from its
+    counts alone (many tasks share counts: computed once per counts). Callers copy."""
+    hat = {j: pass_hat(c, n, int(j)) for j in js}
+    hat_ci = {j: _around(stats.pass_hat_interval(c, n, int(j)), hat[j]) for j in js}
+    at = {j: stats.pass_at(c, n, int(j)) for j in js}
+    at_ci = {j: _around(stats.pass_at_interval(c, n, int(j)), at[j]) for j in js}
+    return hat, hat_ci, at, at_ci
+
+
 def _task_summary(name: str, trials: Sequence[TrialResult], js: Sequence[str]) -> TaskSummary:
-    """A task's verdict and pass^j over its trials (``trials`` all of the one task)."""
+    """A task's verdict, pass^j and pass@j, its success rate and their 95% intervals
+    over its trials (``trials`` all of the one task)."""
     first = trials[0]
     graded = len(_graded(trials))
     passed = sum(t.verdict == PASSED for t in trials)
+    hat, hat_ci, at, at_ci = _task_scores(passed, graded, tuple(js))
     return {
         "domain": first.domain,
         "task": first.task,
@@ -131,7 +166,12 @@ def _task_summary(name: str, trials: Sequence[TrialResult], js: Sequence[str]) -
         "passed": passed,
         "errored": len(trials) - graded,
         "verdict": task_verdict(graded, passed),
-        "pass_hat": {j: pass_hat(passed, graded, int(j)) for j in js},
+        "pass_hat": dict(hat),
+        "rate": passed / graded if graded else None,
+        "rate_ci": _interval(stats.wilson(passed, graded)),
+        "pass_hat_ci": dict(hat_ci),
+        "pass_at": dict(at),
+        "pass_at_ci": dict(at_ci),
     }
 
 
@@ -142,42 +182,154 @@ def pass_hat_js(by_task: Mapping[_TaskKey, Sequence[TrialResult]], k: int) -> li
     return [str(j) for j in range(1, kmax + 1)]
 
 
-def task_summaries(by_task: Mapping[_TaskKey, Sequence[TrialResult]], js: Sequence[str]) -> list[TaskSummary]:
-    """Every task's verdict and pass^j, tasks in the order of their first trial."""
-    names = _task_names(by_task)
-    return [_task_summary(names[key], ts, js) for key, ts in by_task.items()]
-
-
 def _critical_then_worst(tasks: Iterable[TaskSummary]) -> list[TaskSummary]:
     """Critical tasks first, then failed, flaky, skipped, passed (stable otherwise)."""
     return sorted(tasks, key=lambda e: (not e["critical"], VERDICT_ORDER[e["verdict"]]))
 
 
 # --------------------------------------------------------------------------- the pass^j table
+#
+# A pass^j (and pass@j) over a group of tasks is the mean of the tasks' estimates over the
+# tasks with at least j graded trials: a task with fewer cannot be estimated at that j
+# (C(n, j) is 0). Every group, interval and j follows that one rule, and the tasks each j
+# counted are written beside it (``pass_hat_tasks``), so a pass^j over fewer tasks is seen.
+
+# Bootstrap work the end of a run may spend (resampled tasks plus estimate lookups, over
+# every group), about half a second; a run past it gets fewer resamples, never fewer j.
+BOOTSTRAP_WORK = 5_000_000
+MIN_RESAMPLES = 500
 
 
-def overall_pass_hat(tasks: Sequence[TaskSummary], js: Sequence[str]) -> PassHat:
-    """pass^j averaged over the tasks with at least j graded trials."""
-    return {j: _mean(e["pass_hat"][j] for e in tasks) for j in js}
+def _resamples(groups: Iterable[Sequence[TaskSummary]], js: Sequence[str]) -> int:
+    """How many bootstrap resamples the groups get: :data:`stats.BOOTSTRAP_RESAMPLES`,
+    or fewer (down to :data:`MIN_RESAMPLES`) when so many tasks, trials and j would
+    make the end of the run slow. One number for the run, written in ``summary.intervals``."""
+    per_resample = 0
+    for tasks in groups:
+        m = len(tasks)
+        if m == 1:
+            continue  # a group of one task takes the task's own intervals
+        # the distinct (trials, count) a resample draws: one or two for the tasks that always
+        # or never passed, about one per flaky task, at most one per possible count
+        flaky = sum(0 < t["passed"] < t["graded"] for t in tasks)
+        distinct = min(m, max((t["graded"] for t in tasks), default=0) + 1, flaky + 2)
+        per_resample += m + 2 * len(js) * distinct
+    if per_resample == 0:
+        return stats.BOOTSTRAP_RESAMPLES
+    return max(MIN_RESAMPLES, min(stats.BOOTSTRAP_RESAMPLES, BOOTSTRAP_WORK // per_resample))
 
 
-def tag_scores(tasks: Sequence[TaskSummary], js: Sequence[str]) -> dict[str, TagScore]:
-    """Per tag, sorted by tag: how many tasks have it and their average pass^j."""
-    scores: dict[str, TagScore] = {}
-    for tag in sorted({tag for e in tasks for tag in e["tags"]}):
-        mine = [e for e in tasks if tag in e["tags"]]
-        scores[tag] = {"tasks": len(mine), "pass_hat": {j: _mean(e["pass_hat"][j] for e in mine) for j in js}}
-    return scores
+class _Scorer:
+    """Scores groups of tasks (all, per domain, per tag) for every j. The intervals are
+    the bootstrap's (:func:`stats.bootstrap_table`), once per distinct set of counts: a
+    tag every task has costs nothing more than the overall score."""
+
+    def __init__(self, js: Sequence[str], resamples: int) -> None:
+        self.js = list(js)
+        self.resamples = resamples
+        self._memo: dict[tuple[tuple[int, int], ...], dict[str, dict[int, stats.Interval | None]]] = {}
+
+    def _intervals(self, tasks: Sequence[TaskSummary]) -> dict[str, dict[int, stats.Interval | None]]:
+        counts = tuple(sorted((t["passed"], t["graded"]) for t in tasks))
+        table = self._memo.get(counts)
+        if table is None:
+            table = self._memo[counts] = stats.bootstrap_table(
+                counts, [int(j) for j in self.js], ("pass_hat", "pass_at"), resamples=self.resamples)
+        return table
+
+    def score(self, tasks: Sequence[TaskSummary]) -> Score:
+        """The group's score; the means add the tasks up in the order given. A group of
+        one task has that task's intervals: resampling one task can only redraw its
+        trials at its observed rate, which says nothing at 0/n or n/n."""
+        js = self.js
+        hat = {j: _mean(e["pass_hat"][j] for e in tasks) for j in js}
+        at = {j: _mean(e.get("pass_at", {}).get(j) for e in tasks) for j in js}
+        if len(tasks) == 1:
+            hat_ci, at_ci = dict(tasks[0].get("pass_hat_ci") or {}), dict(tasks[0].get("pass_at_ci") or {})
+        else:
+            # the bootstrap redraws trials at each task's observed rate, so its intervals sit
+            # around the plug-in rate^j, while the estimate at j near n is the unbiased one
+            # (a task 3 of 4 counts 0 in pass^4): each is stretched to hold its estimate
+            table = self._intervals(tasks)
+            hat_ci = {j: _around(table["pass_hat"][int(j)], hat[j]) for j in js}
+            at_ci = {j: _around(table["pass_at"][int(j)], at[j]) for j in js}
+        return {
+            "tasks": len(tasks),
+            "pass_hat": hat,
+            "pass_hat_ci": hat_ci,
+            "pass_hat_tasks": {j: sum(e["graded"] >= int(j) for e in tasks) for j in js},
+            "pass_at": at,
+            "pass_at_ci": at_ci,
+        }
+
+
+def _tag_key(tag: str, domain: str, shared: Iterable[str], multi: bool) -> str:
+    """The name a task's tag is scored under: ``tag``, or ``domain/tag`` in a run of several
+    domains unless the task's domain declares the tag shared (then pooled across domains)."""
+    return f"{domain}/{tag}" if multi and tag not in shared else tag
+
+
+def _tag_groups(entries: Sequence[tuple[TaskSummary, Sequence[str]]], multi: bool) -> dict[str, list[TaskSummary]]:
+    """Per tag as scored (see :func:`_tag_key`), sorted, the tasks that have it, in order.
+    ``entries`` pairs each task with its shared tags."""
+    groups: dict[str, list[TaskSummary]] = {}
+    for e, shared in entries:
+        for tag in e["tags"]:
+            groups.setdefault(_tag_key(tag, e["domain"], shared, multi), []).append(e)
+    return {key: groups[key] for key in sorted(groups)}
+
+
+def _tag_score(score: Score, key: str, tasks: Sequence[TaskSummary]) -> TagScore:
+    """A tag's score, naming its domain when it is scoped to one."""
+    tag: TagScore = {**score}  # type: ignore[typeddict-item]
+    domain = key.partition("/")[0]
+    if "/" in key and all(e["domain"] == domain for e in tasks):
+        tag["domain"] = domain
+    return tag
+
+
+def find_tag(tags: Mapping[str, Any], tag: str) -> tuple[str | None, list[str]]:
+    """Where ``tag`` (as a user gives it, e.g. to ``--sandtable-floor``) is scored in
+    ``summary.tags``: ``(key, [])`` for the tag itself, or for its one domain-scoped form
+    ``domain/tag`` when only one domain has it (a run of several domains scores a tag
+    that is not shared per domain); ``(None, [keys...])`` when several domains have it,
+    naming the forms to choose from; ``(None, [])`` when no task has it."""
+    if tag in tags:
+        return tag, []
+    scoped = sorted(key for key in tags if key.partition("/")[2] == tag and "/" in key)
+    if len(scoped) == 1:
+        return scoped[0], []
+    return None, scoped
 
 
 # --------------------------------------------------------------------------- failure modes and soft rules
 
 
+def _owner_order(counts: Mapping[str, int]) -> list[str]:
+    """Owners, most trials first, then agent, task, user."""
+    rank = {o: i for i, o in enumerate(OWNERS)}
+    return sorted(counts, key=lambda o: (-counts[o], rank.get(o, len(rank)), o))
+
+
+def _owner(t: TrialResult) -> str | None:
+    """The likely owner of a failed trial, when it was attributed."""
+    a = t.attribution
+    owner = a.get("owner") if isinstance(a, Mapping) else None
+    return owner if isinstance(owner, str) and owner else None
+
+
+def _failed(trials: Iterable[TrialResult]) -> list[TrialResult]:
+    return [t for t in trials if t.verdict not in (PASSED, ERRORED)]
+
+
 def failure_modes(trials: Iterable[TrialResult]) -> list[FailureMode]:
     """Failed checks of graded trials grouped by ``(kind, id)``, most frequent first, each
-    with the tasks it hit and its first occurrence as an example."""
+    with the tasks it hit, its first occurrence as an example and the likely owners of
+    its trials (owner -> trials; the trials attributed to no one are left out)."""
     modes: dict[tuple[str, str], FailureMode] = {}
+    owners: dict[tuple[str, str], dict[str, int]] = {}
     for t in _graded(trials):
+        owner = _owner(t)
         for c in t.failed_checks:
             m = modes.get((c.kind, c.id))
             if m is None:
@@ -191,7 +343,42 @@ def failure_modes(trials: Iterable[TrialResult]) -> list[FailureMode]:
             m["trials"] += 1
             if t.task not in m["tasks"]:
                 m["tasks"].append(t.task)
+            if owner is not None:
+                by_owner = owners.setdefault((c.kind, c.id), {})
+                by_owner[owner] = by_owner.get(owner, 0) + 1
+    for key, m in modes.items():
+        by_owner = owners.get(key, {})
+        m["owners"] = {o: by_owner[o] for o in _owner_order(by_owner)}
     return sorted(modes.values(), key=lambda m: (-m["trials"], m["kind"], m["id"]))
+
+
+def owner_clusters(trials: Iterable[TrialResult], names: Mapping[_TaskKey, str]) -> list[OwnerCluster]:
+    """The failed trials by likely owner, most trials first: how many, and which tasks
+    (by name, as the tables show them). Failed trials attributed to no one are in none."""
+    trials_of: dict[str, int] = {}
+    tasks_of: dict[str, list[str]] = {}
+    for t in _failed(trials):
+        owner = _owner(t)
+        if owner is None:
+            continue
+        trials_of[owner] = trials_of.get(owner, 0) + 1
+        name = names.get((t.domain, _file(t), t.task), t.task)
+        tasks = tasks_of.setdefault(owner, [])
+        if name not in tasks:
+            tasks.append(name)
+    return [{"owner": o, "trials": trials_of[o], "tasks": tasks_of[o]} for o in _owner_order(trials_of)]
+
+
+def pending_items(trials: Iterable[TrialResult]) -> list[PendingItem]:
+    """The drafted items (tasks, rules) nobody has accepted yet that trials ran under, by
+    domain, kind and id, with how many trials ran under each. Any makes the run
+    provisional."""
+    count: dict[tuple[str, str, str], int] = {}
+    for t in trials:
+        for p in t.pending or ():
+            key = (t.domain, str(p.get("kind", "")), str(p.get("id", "")))
+            count[key] = count.get(key, 0) + 1
+    return [{"domain": d, "kind": k, "id": i, "trials": count[(d, k, i)]} for d, k, i in sorted(count)]
 
 
 def soft_rules(trials: Iterable[TrialResult]) -> list[SoftRuleRate]:
@@ -265,6 +452,32 @@ def latency(trials: Iterable[TrialResult]) -> Latency:
 # --------------------------------------------------------------------------- the summary
 
 
+def _score_all(
+    entries: Sequence[tuple[TaskSummary, Sequence[str]]], js: Sequence[str]
+) -> tuple[Score, dict[str, TagScore], dict[str, Score] | None, int]:
+    """The overall score, per tag, per domain (None with one domain), and the bootstrap
+    resamples they took. ``entries`` pairs each task, in the order of its first trial,
+    with its shared tags."""
+    tasks = [e for e, _ in entries]
+    domains: dict[str, list[TaskSummary]] = {}
+    for e in tasks:
+        domains.setdefault(e["domain"], []).append(e)
+    multi = len(domains) > 1
+    tag_groups = _tag_groups(entries, multi)
+    groups = [tasks, *tag_groups.values(), *(domains.values() if multi else ())]
+    resamples = _resamples(groups, js)
+    scorer = _Scorer(js, resamples)
+    overall = scorer.score(tasks)
+    tags = {key: _tag_score(scorer.score(ts), key, ts) for key, ts in tag_groups.items()}
+    by_domain = {d: scorer.score(domains[d]) for d in sorted(domains)} if multi else None
+    return overall, tags, by_domain, resamples
+
+
+def _interval_method(resamples: int) -> IntervalMethod:
+    return {"level": 0.95, "task": "wilson", "aggregate": "two-level bootstrap", "resamples": resamples,
+            "seed": stats.BOOTSTRAP_SEED}
+
+
 def summarize(
     trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None
 ) -> Summary:
@@ -274,22 +487,30 @@ def summarize(
     k = k or max((t.trial for t in trials), default=1)
     by_task = _trials_by_task(trials)
     js = pass_hat_js(by_task, k)
+    names = _task_names(by_task)
     # the averages add the tasks up in the order of their trials; the table lists the worst first
-    tasks = task_summaries(by_task, js)
-    overall = overall_pass_hat(tasks, js)
+    entries = [(_task_summary(names[key], ts, js), list(ts[0].shared_tags or ())) for key, ts in by_task.items()]
+    tasks = [e for e, _ in entries]
+    overall, tags, by_domain, resamples = _score_all(entries, js)
     errored = errored_trials(trials)
     usage = usage_totals(trials)
-    return {
+    summary: Summary = {
         "k": k,
         "trials": len(trials),
         "passed": sum(t.verdict == PASSED for t in trials),
-        "failed": sum(t.verdict not in (PASSED, ERRORED) for t in trials),
+        "failed": len(_failed(trials)),
         "errored": len(errored),
         "errored_trials": errored,
-        "pass_hat": overall,
-        "tags": tag_scores(tasks, js),
+        "pass_hat": overall["pass_hat"],
+        "pass_hat_ci": overall["pass_hat_ci"],
+        "pass_hat_tasks": overall["pass_hat_tasks"],
+        "pass_at": overall["pass_at"],
+        "pass_at_ci": overall["pass_at_ci"],
+        "tags": tags,
         "tasks": _critical_then_worst(tasks),
         "failure_modes": failure_modes(trials),
+        "owners": owner_clusters(trials, names),
+        "provisional": pending_items(trials),
         "soft_rules": soft_rules(trials),
         "usage": usage,
         "cost": cost_summary(usage, prices),
@@ -297,4 +518,8 @@ def summarize(
         "agents": sorted({t.agent for t in trials}),
         "users": sorted({t.user for t in trials}),
         "domains": sorted({t.domain for t in trials}),
+        "intervals": _interval_method(resamples),
     }
+    if by_domain is not None:
+        summary["domain_scores"] = by_domain
+    return summary

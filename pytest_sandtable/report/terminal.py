@@ -1,5 +1,7 @@
-"""The run summary as terminal lines: the counts, then one plain-text table per part
-(pass^j by tag, tasks, failure modes, soft rules, usage), latency and errored trials.
+"""The run summary as terminal lines: a provisional run's warning, the counts, then one
+plain-text table per part (pass^j with 95% intervals and pass@k, overall, per domain and
+per tag; tasks; failure modes and their likely owners; soft rules; usage), latency and
+errored trials.
 
 pytest prints it in its ``sandtable`` section; ``merge`` and ``report`` print it too.
 Like a trial's failure text, the lines are made safe for the terminal (:mod:`.safe`):
@@ -8,13 +10,14 @@ secrets redacted, lone surrogates replaced.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tabulate import tabulate
 
-from .fmt import one_line, pct, plural, secs
+from .fmt import one_line, pct, pct_range, plural, secs
 from .safe import for_terminal, secret_values
-from .types import ErroredTrial, FailureMode, Latency, SoftRuleRate, Summary, TaskSummary
+from .types import ErroredTrial, Latency, PendingItem, SoftRuleRate, Summary, TaskSummary
 from .usage import USAGE_HEADERS, cost_rows
 
 __all__ = ["render_terminal"]
@@ -27,6 +30,24 @@ def _table(rows: list[list[str]], headers: Sequence[str] = (), tablefmt: str = "
     return text.splitlines()
 
 
+def _provisional(s: Summary) -> list[str]:
+    """The warning at the top of a run that ran drafted items nobody accepted yet."""
+    items = s.get("provisional") or []
+    if not items:
+        return []
+    return [provisional_line(items, len(s.get("domains") or ()) > 1)]
+
+
+def provisional_line(items: Sequence[PendingItem], multi: bool, shown: int = 5) -> str:
+    """``sandtable: PROVISIONAL: 2 drafted items are pending review (task x, rule y)``: the
+    first ``shown`` items (``domain/id`` in a run of several domains), then how many more."""
+    names = [f"{p['kind']} {p['domain'] + '/' if multi else ''}{p['id']}" for p in items]
+    more = f", and {len(names) - shown} more" if len(names) > shown else ""
+    are = "is" if len(names) == 1 else "are"
+    return (f"sandtable: PROVISIONAL: {plural(len(names), 'drafted item')} {are} pending review "
+            f"({', '.join(names[:shown])}{more})")
+
+
 def _counts(s: Summary) -> list[str]:
     return [
         f"{plural(s['trials'], 'trial')} of {plural(len(s['tasks']), 'task')}: {s['passed']} passed, "
@@ -35,30 +56,96 @@ def _counts(s: Summary) -> list[str]:
     ]
 
 
+FEWER_MARK = "*"
+FEWER_NOTE = (f"{FEWER_MARK} counts fewer tasks than pass^1: a task with fewer than j graded trials (errored ones "
+              "are not graded) is left out of pass^j")
+
+
+def _score_rows(label: str, score: Mapping[str, Any], js: Sequence[str], top: str) -> tuple[list[list[str]], bool]:
+    """A score's row (pass^j for every j, then pass@k), a ``95% CI`` row under it when
+    the score has intervals, and whether a j was marked for counting fewer tasks than j=1."""
+    counted = score.get("pass_hat_tasks") or {}
+    base = counted.get("1")
+    marked = False
+
+    def cell(value: float | None, j: str) -> str:
+        nonlocal marked
+        fewer = base is not None and value is not None and counted.get(j, base) < base
+        marked = marked or fewer
+        return pct(value) + (FEWER_MARK if fewer else "")
+
+    hat, at = score.get("pass_hat") or {}, score.get("pass_at")
+    row = [label, str(score["tasks"]), *(cell(hat.get(j), j) for j in js)]
+    if at is not None:
+        row.append(cell(at.get(top), top))
+    rows = [row]
+    hat_ci, at_ci = score.get("pass_hat_ci"), score.get("pass_at_ci")
+    if hat_ci is not None and any(hat_ci.get(j) for j in js):
+        ci = ["95% CI", "", *(_ci(hat_ci.get(j)) for j in js)]
+        if at is not None:
+            ci.append(_ci((at_ci or {}).get(top)))
+        rows.append(ci)
+    return rows, marked
+
+
+def _ci(interval: Sequence[float] | None) -> str:
+    return "" if interval is None else pct_range(interval)
+
+
 def _pass_hat(s: Summary) -> list[str]:
-    """pass^j for every j, over all tasks and per tag."""
+    """pass^j for every j with its 95% interval, and pass@k, over all tasks, per domain
+    (several domains) and per tag; a mark and a footnote where a j counts fewer tasks."""
     js = list(s["pass_hat"])
-    rows = [["all tasks", str(len(s["tasks"])), *(pct(s["pass_hat"][j]) for j in js)]]
-    for tag, e in s["tags"].items():
-        rows.append([f"tag {tag}", str(e["tasks"]), *(pct(e["pass_hat"][j]) for j in js)])
-    return _table(rows, ["pass^k", "tasks"] + [f"pass^{j}" for j in js])
+    top = js[-1] if js else "1"
+    overall: dict[str, Any] = {**s, "tasks": len(s["tasks"])}
+    groups: list[tuple[str, Mapping[str, Any]]] = [("all tasks", overall)]
+    groups += [(f"domain {d}", score) for d, score in (s.get("domain_scores") or {}).items()]
+    groups += [(f"tag {tag}", score) for tag, score in s["tags"].items()]
+    rows: list[list[str]] = []
+    marked = False
+    for label, score in groups:
+        more, fewer = _score_rows(label, score, js, top)
+        rows += more
+        marked = marked or fewer
+    headers = ["pass^k", "tasks"] + [f"pass^{j}" for j in js] + ([f"pass@{top}"] if "pass_at" in s else [])
+    return _table(rows, headers) + ([FEWER_NOTE] if marked else [])
 
 
 def _tasks(tasks: list[TaskSummary]) -> list[str]:
-    rows = [[e["name"] + (" (critical)" if e["critical"] else ""), e["verdict"],
-             f"{e['passed']}/{e['graded']}" + (f" +{e['errored']} errored" if e["errored"] else ""),
-             ", ".join(e["tags"])] for e in tasks]
-    return _table(rows, ["task", "verdict", "passed", "tags"])
+    """The tasks, worst first; the interval of a flaky task's pass rate beside it."""
+    flaky = any(e["verdict"] == "flaky" and e.get("rate_ci") for e in tasks)
+    rows = []
+    for e in tasks:
+        row = [e["name"] + (" (critical)" if e["critical"] else ""), e["verdict"],
+               f"{e['passed']}/{e['graded']}" + (f" +{e['errored']} errored" if e["errored"] else "")]
+        if flaky:
+            row.append(_ci(e.get("rate_ci")) if e["verdict"] == "flaky" else "")
+        rows.append([*row, ", ".join(e["tags"])])
+    return _table(rows, ["task", "verdict", "passed", *(["pass rate 95% CI"] if flaky else []), "tags"])
 
 
-def _failure_modes(modes: list[FailureMode]) -> list[str]:
+def _failure_modes(s: Summary) -> list[str]:
+    modes = s["failure_modes"]
     if not modes:
         return []
     rows = [[m["kind"], m["id"], f"{m['trials']}",
              one_line(f"{m['example']['task']}[{m['example']['trial']}]: {m['example']['detail']}", 100)]
             for m in modes]
     return ["", "Failure modes (failed checks across trials, most frequent first)",
-            *_table(rows, ["kind", "check", "trials", "example"])]
+            *_table(rows, ["kind", "check", "trials", "example"]), *_owners(s)]
+
+
+def _owners(s: Summary) -> list[str]:
+    """``likely owners of 7 failed trials: agent 4, user 2, task 1`` (and how many no one
+    was found for), when any failed trial was attributed."""
+    owners = s.get("owners") or []
+    if not owners:
+        return []
+    parts = [f"{o['owner']} {o['trials']}" for o in owners]
+    unattributed = s["failed"] - sum(o["trials"] for o in owners)
+    if unattributed > 0:
+        parts.append(f"not attributed {unattributed}")
+    return [f"likely owners of {plural(s['failed'], 'failed trial')}: {', '.join(parts)}"]
 
 
 def _soft_rules(rules: list[SoftRuleRate]) -> list[str]:
@@ -96,12 +183,13 @@ def render_terminal(s: Summary, secrets: Sequence[str] | None = None) -> list[st
     """The summary's lines, as pytest's ``sandtable`` section shows them, without secrets
     (those of the environment when ``secrets`` is None)."""
     lines = [
+        *_provisional(s),
         *_counts(s),
         "",
         *_pass_hat(s),
         "",
         *_tasks(s["tasks"]),
-        *_failure_modes(s["failure_modes"]),
+        *_failure_modes(s),
         *_soft_rules(s["soft_rules"]),
         *_usage(s),
         *_latency(s["latency"]),

@@ -8,7 +8,7 @@ are often public), every value within the size caps, lone surrogates replaced.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..domain.conditions import format_literal
@@ -16,7 +16,7 @@ from ..engine.results import TrialResult
 from .fmt import clip, plural
 from .safe import for_terminal, secret_values, shown_trial
 
-__all__ = ["failure_text", "headline", "traceback_text", "transcript_text"]
+__all__ = ["failure_text", "headline", "owner_line", "traceback_text", "transcript_text"]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -83,7 +83,14 @@ def _failure_text(r: TrialResult) -> str:
         lines.append("  soft rules broken (reported, never fail a trial):")
         for v in soft:
             lines.append(f"    {v.invariant}  {v.detail}")
+    if r.attribution:
+        lines.append(owner_line(r.attribution))
     return "\n".join(lines)
+
+
+def owner_line(attribution: Mapping[str, str]) -> str:
+    """The failure's likely owner and the fact that decided it (engine/attribution.py)."""
+    return f"  likely owner: {attribution.get('owner')} — {attribution.get('evidence')}"
 
 
 def _transcript_text(r: TrialResult) -> str:

@@ -26,12 +26,24 @@ UsageByModel = dict[str, dict[str, int]]
 ModelCosts = dict[str, float | None]
 """model -> estimated cost in USD; None for a model without a price."""
 
+Interval = list[float]
+"""A 95% interval ``[low, high]`` of a fraction (two numbers from 0 to 1)."""
+
+Intervals = dict[str, Interval | None]
+"""A 95% interval per j (keys are j as text), beside a :data:`PassHat`; None where the score is."""
+
+TasksPerJ = dict[str, int]
+"""How many tasks a pass^j counts, per j: those with at least j graded trials."""
+
 
 # --------------------------------------------------------------------------- summary
 
 
 class TaskVerdict(TypedDict):
-    """One entry of ``tasks[]``: a task's verdict over its trials."""
+    """One entry of ``tasks[]``: a task's verdict over its trials. ``flaky`` means
+    flakiness is established (a pass and a fail were both seen); ``rate_ci`` (since 1.2)
+    is the Wilson interval of its success rate, which says how flaky a task that always
+    passed may still be."""
 
     domain: str
     task: str
@@ -42,19 +54,40 @@ class TaskVerdict(TypedDict):
     graded: int  # trials that were not errored
     passed: int
     errored: int
+    rate_ci: NotRequired[Interval | None]  # since 1.2; None without graded trials
 
 
 class TaskSummary(TaskVerdict):
     """One entry of ``summary.tasks``: the verdict, the task's name as the tables show it
-    (``domain/task`` with several domains) and its pass^j."""
+    (``domain/task`` with several domains), its pass^j and (since 1.2) its success rate,
+    pass@j and their 95% intervals (from its own counts)."""
 
     name: str
     pass_hat: PassHat
+    rate: NotRequired[float | None]
+    pass_hat_ci: NotRequired[Intervals]
+    pass_at: NotRequired[PassHat]
+    pass_at_ci: NotRequired[Intervals]
 
 
-class TagScore(TypedDict):
+class Score(TypedDict):
+    """The scores of a group of tasks (a tag, a domain): how many tasks, pass^j and
+    (since 1.2) pass@j with their 95% intervals (the bootstrap over its tasks) and the
+    tasks each j counts."""
+
     tasks: int
     pass_hat: PassHat
+    pass_hat_ci: NotRequired[Intervals]
+    pass_hat_tasks: NotRequired[TasksPerJ]
+    pass_at: NotRequired[PassHat]
+    pass_at_ci: NotRequired[Intervals]
+
+
+class TagScore(Score):
+    """One entry of ``summary.tags``. In a run of several domains a tag no domain declares
+    shared is scored per domain, under ``domain/tag``; ``domain`` (since 1.2) names it."""
+
+    domain: NotRequired[str]
 
 
 class FailureExample(TypedDict):
@@ -65,13 +98,42 @@ class FailureExample(TypedDict):
 
 
 class FailureMode(TypedDict):
-    """Failed checks of one ``(kind, id)`` across trials, with the first as an example."""
+    """Failed checks of one ``(kind, id)`` across trials, with the first as an example,
+    and (since 1.2) the likely owners of those trials: owner -> trials, most first."""
 
     kind: str
     id: str
     trials: int
     tasks: list[str]
     example: FailureExample
+    owners: NotRequired[dict[str, int]]
+
+
+class OwnerCluster(TypedDict):
+    """One entry of ``summary.owners``: the failed trials one owner likely owns."""
+
+    owner: str  # agent | task | user
+    trials: int
+    tasks: list[str]  # names as the tables show them
+
+
+class PendingItem(TypedDict):
+    """One entry of ``summary.provisional``: a drafted item nobody has accepted yet."""
+
+    domain: str
+    kind: str  # task | rule
+    id: str
+    trials: int  # trials that ran under it
+
+
+class IntervalMethod(TypedDict):
+    """``summary.intervals``: how the intervals were computed."""
+
+    level: float
+    task: str  # "wilson"
+    aggregate: str  # "two-level bootstrap"
+    resamples: int
+    seed: int
 
 
 class SoftRuleRate(TypedDict):
@@ -125,9 +187,17 @@ class Summary(TypedDict):
     errored: int
     errored_trials: list[ErroredTrial]
     pass_hat: PassHat
+    # since 1.2 (absent in older files): the intervals, pass@j, the tasks per j
+    pass_hat_ci: NotRequired[Intervals]
+    pass_hat_tasks: NotRequired[TasksPerJ]
+    pass_at: NotRequired[PassHat]
+    pass_at_ci: NotRequired[Intervals]
     tags: dict[str, TagScore]
+    domain_scores: NotRequired[dict[str, Score]]  # since 1.2, only with several domains
     tasks: list[TaskSummary]
     failure_modes: list[FailureMode]
+    owners: NotRequired[list[OwnerCluster]]  # since 1.2
+    provisional: NotRequired[list[PendingItem]]  # since 1.2; empty when nothing is pending
     soft_rules: list[SoftRuleRate]
     usage: SummaryUsage
     # always written; optional in the schema, where a reader accepts any JSON value, so
@@ -137,6 +207,7 @@ class Summary(TypedDict):
     agents: list[str]
     users: list[str]
     domains: list[str]
+    intervals: NotRequired[IntervalMethod]  # since 1.2
 
 
 # --------------------------------------------------------------------------- trials as stored
@@ -223,6 +294,16 @@ class SoftFlags(TypedDict):
     broken: bool
 
 
+class PendingRef(TypedDict):
+    kind: str  # task | rule
+    id: str
+
+
+class Attribution(TypedDict):
+    owner: str  # agent | task | user
+    evidence: str
+
+
 class StoredTrial(TypedDict):
     """One trial as ``trials[]`` stores it (``TrialResult.to_dict()``)."""
 
@@ -250,6 +331,9 @@ class StoredTrial(TypedDict):
     location: str
     traceback: NotRequired[str | None]
     soft: dict[str, SoftFlags]
+    shared_tags: NotRequired[list[str]]  # since 1.2
+    pending: NotRequired[list[PendingRef]]  # since 1.2
+    attribution: NotRequired[Attribution | None]  # since 1.2
 
 
 # --------------------------------------------------------------------------- the document

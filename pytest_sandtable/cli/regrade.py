@@ -1,0 +1,86 @@
+"""``regrade``: grade the stored trials of a run again against edited domain files.
+
+``python -m pytest_sandtable regrade RESULTS [DOMAIN...] -o DIR`` calls no agent and no
+model: it replays each trial's calls against the edited domain and grades them with
+its expectations and rules (see :mod:`pytest_sandtable.report.regrade`). It refuses,
+one ``error:`` line per reason and exit 2 with nothing written, when what the agent or
+the simulated user was given changed, or a trial does not replay to what it recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .exits import EXIT_ERROR
+from .runs import _err, _merge_exit_code, _out, _prices, _summary_lines
+
+__all__ = ["add_subcommands"]
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``regrade`` to ``python -m pytest_sandtable``'s subcommands."""
+    cmd = subparsers.add_parser(
+        "regrade",
+        help="grade a run's stored trials again against edited domain files (no agent, no model)",
+        description="Replay the stored tool calls of every trial of a results.json against the edited "
+        "domain files (by default those the run names, here) and grade them with their expectations and rules, "
+        "without calling any agent or model. Refuses (exit 2, one line per reason, nothing written) when what "
+        "the agent or the simulated user was given changed: description, policy, tools, the world, a task's "
+        "given, user or max_turns. Exit 1 when a gate of the run fails or (without one) a regraded trial "
+        "failed or errored, else 0.",
+    )
+    cmd.add_argument("file", metavar="RESULTS", help="a results.json, or a run folder holding one")
+    cmd.add_argument("domains", nargs="*", metavar="DOMAIN",
+                     help="an edited domain file, used for the run's domain of the same name "
+                          "(default: the files the run names, relative to the current directory)")
+    cmd.add_argument("-o", "--out", metavar="DIR", required=True,
+                     help="where the regraded results.json and report.html go")
+    cmd.add_argument("--prices", metavar="FILE", default=None,
+                     help="prices of models without built-in list prices, as the run's --sandtable-prices")
+    cmd.set_defaults(func=_regrade)
+
+
+def _regrade(args: argparse.Namespace) -> int:
+    """Regrade, write, and print what changed and the summary; every refusal is one line."""
+    from ..report.prices import PricesError
+    from ..report.regrade import RegradeError, domain_files, regrade_run
+    from ..report.results_json import ResultsError, read_results, write_run
+    from ..report.safe import scrub_text, secret_values
+
+    try:
+        prices = _prices(args.prices)
+        doc = read_results(args.file)
+        files = domain_files(doc, args.file, args.domains, Path.cwd())
+        regraded = regrade_run(doc, args.file, files, prices=prices)
+    except PricesError as e:
+        return _err(f"--prices: {e}")
+    except ResultsError as e:
+        return _err(str(e))
+    except RegradeError as e:
+        # a line may quote a stored or replayed value: never a key from the environment
+        secrets = secret_values()
+        for line in e.problems:
+            _err(scrub_text(line, secrets))
+        return EXIT_ERROR
+    try:
+        write_run(regraded, args.out)
+    except OSError as e:
+        return _err(f"cannot write the regraded results: {e}")
+    _out([_changed_line(doc, regraded, files), *_summary_lines(regraded, f"sandtable: results in {args.out}")])
+    return _merge_exit_code(regraded)
+
+
+def _changed_line(before: Mapping[str, Any], after: Mapping[str, Any], files: Any) -> str:
+    """``sandtable: regraded 40 trials of freight against sandtable.yaml: 3 verdicts changed (...)``."""
+    from ..report.fmt import plural
+    from ..report.regrade import verdict_changes
+
+    against = ", ".join(f"{d.name} against {d.path}" for d in files)
+    changes = verdict_changes(before, after)
+    total = sum(changes.values())
+    how = ", ".join(f"{n} {a} → {b}" for (a, b), n in sorted(changes.items()))
+    what = f"{plural(total, 'verdict')} changed ({how})" if total else "no verdict changed"
+    return f"sandtable: regraded {plural(len(after['trials']), 'trial')} of {against}: {what}"

@@ -1,0 +1,426 @@
+"""Grade the stored trials of a run again, against edited domain files, without any agent
+or model: ``python -m pytest_sandtable regrade`` (docs/grading.md).
+
+What may change is what grades a trial: expectations, rules (the engine checks every
+call against them but never blocks one, so no rule changes what the agent saw), soft,
+ids, tags, critical, descriptions and quotes of rules, new checks. What may not is
+what the agent or the simulated user was given or shown: the description and policy,
+the tools (descriptions, parameters, checks, ops), the seed world, a task's ``given``,
+``user`` and ``max_turns``, and, for trials the reference agent played, the task's
+``reference``. Those are compared with the domain file the run used, found by the
+sha256 the run recorded (at its path, or in its git history); then each trial is
+replayed call by call (``engine.trial.regrade_trial``), and a call whose outcome
+differs from the stored one refuses that trial. Every refusal is collected and none is
+written: :class:`RegradeError` holds one line per refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from ..domain.model import Domain, ScriptLine, Task, Tool
+from ..engine.results import ERRORED, TrialResult
+from .results_json import RESULTS_FILE, RunMeta, build_results, iso_utc, trials_of
+from .types import Results
+
+__all__ = [
+    "MAX_TRIAL_LINES",
+    "DomainFiles",
+    "RegradeError",
+    "changes_given",
+    "domain_files",
+    "find_original",
+    "regrade_run",
+    "verdict_changes",
+]
+
+MAX_TRIAL_LINES = 20
+"""Trials refused that are named one line each; the rest are counted in one more line."""
+_CLIPPED = ("… [clipped: ", "[not shown: ")
+_GIT_COMMITS = 500  # versions of a domain file searched for the one a run used
+_GIT_TIMEOUT = 30.0
+
+
+class RegradeError(Exception):
+    """The run cannot be regraded: one line per reason (a field that changed, a trial
+    that does not replay)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+@dataclass
+class DomainFiles:
+    """One domain of the run: the edited file to grade against (``path`` as given) and
+    the file the run used (``original``, with where it was found)."""
+
+    name: str
+    path: str
+    edited: Domain
+    original: Domain
+    original_from: str
+
+
+# --------------------------------------------------------------------------- the original file
+
+
+def find_original(recorded_path: Path, sha256: str) -> tuple[bytes, str] | None:
+    """The bytes of the domain file a run used, told by its sha256, and where they were
+    found: the file at its recorded path if it is unchanged, else the version of that
+    path in its git repository (the index, then up to :data:`_GIT_COMMITS` commits of
+    any branch) with that hash; None when neither has it."""
+    try:
+        raw = recorded_path.read_bytes()
+    except OSError:
+        raw = None
+    if raw is not None and hashlib.sha256(raw).hexdigest() == sha256:
+        return raw, str(recorded_path)
+    return _git_version(recorded_path, sha256)
+
+
+def _git(folder: Path, *args: str) -> bytes | None:
+    """A read-only git command's output; None when git is missing or fails."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, timeout=_GIT_TIMEOUT,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _git_version(path: Path, sha256: str) -> tuple[bytes, str] | None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return None
+    log = _git(folder, "log", "--all", f"-n{_GIT_COMMITS}", "--format=%H", "--", path.name)
+    revisions = [""] + (log.decode("ascii", "replace").split() if log else [])  # "": the index
+    for rev in revisions:
+        raw = _git(folder, "show", f"{rev}:./{path.name}")
+        if raw is not None and hashlib.sha256(raw).hexdigest() == sha256:
+            return raw, f"{path} in git ({rev[:12]})" if rev else f"{path} in the git index"
+    return None
+
+
+# --------------------------------------------------------------------------- what was given
+
+
+def _line(obj: Tool | Task) -> str:
+    return f":{obj.pos.line}" if obj.pos else ""
+
+
+def _script(lines: Sequence[ScriptLine]) -> list[tuple[str, Any, bool]]:
+    """A script as the user gets it (where each line sits in the file does not matter)."""
+    return [(x.say, x.when, x.end) for x in lines]
+
+
+def _tool_changes(original: Domain, edited: Domain, where: str) -> Iterable[str]:
+    for name in original.tools:
+        if name not in edited.tools:
+            yield f"tools: {name} was removed (the agent was given it)"
+    for name, tool in edited.tools.items():
+        old = original.tools.get(name)
+        if old is None:
+            yield f"tools: {name} was added ({where}{_line(tool)}; the agent was not given it)"
+            continue
+        for field in ("description", "params", "checks", "ops", "handoff"):
+            if getattr(old, field) != getattr(tool, field):
+                yield f"tools[{name}].{field} changed ({where}{_line(tool)}): the agent was given the old one"
+
+
+def _first_row_change(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], key: str) -> str:
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"row {b.get(key, a.get(key, i + 1))} changed"
+    return f"{abs(len(new) - len(old))} row(s) {'added' if len(new) > len(old) else 'removed'}"
+
+
+def _world_changes(original: Domain, edited: Domain) -> Iterable[str]:
+    for name in sorted(set(original.tables) | set(edited.tables)):
+        old, new = original.tables.get(name), edited.tables.get(name)
+        if old is None or new is None:
+            yield f"world.{name} was {'added' if old is None else 'removed'}: the agent's calls ran without it"
+        elif (old.key, old.key_format) != (new.key, new.key_format):
+            yield f"world.{name} key changed: the agent's calls ran against the old one"
+        elif old.rows != new.rows:
+            yield (f"world.{name}: {_first_row_change(old.rows, new.rows, new.key)}: "
+                   "the agent's calls ran against the old rows")
+
+
+def _task_changes(original: Domain, edited: Domain, tasks: Mapping[str, bool], where: str) -> Iterable[str]:
+    """``tasks``: the id of each task with trials, and whether the reference agent played one."""
+    for task_id, by_reference in tasks.items():
+        try:
+            new = edited.task(task_id)
+        except KeyError:
+            yield f"tasks[{task_id}] is not in {where}: its trials have nothing to be graded against"
+            continue
+        try:
+            old = original.task(task_id)
+        except KeyError:
+            yield f"tasks[{task_id}] is not in the file the run used: its trials cannot be compared"
+            continue
+        at = f"{where}{_line(new)}"
+        if old.given != new.given:
+            yield f"tasks[{task_id}].given changed ({at}): the trials started from the old world"
+        for field in ("persona", "instructions", "opening", "say_unknown"):
+            if getattr(old.user, field) != getattr(new.user, field):
+                yield f"tasks[{task_id}].user.{field} changed ({at}): the simulated user was given the old one"
+        if _script(old.user.script) != _script(new.user.script):
+            yield f"tasks[{task_id}].user.script changed ({at}): the simulated user was given the old one"
+        if old.max_turns != new.max_turns:
+            yield f"tasks[{task_id}].max_turns changed ({at}): it bounded the conversations"
+        if by_reference and old.reference != new.reference:
+            yield f"tasks[{task_id}].reference changed ({at}): the reference agent played the old one"
+
+
+def changes_given(original: Domain, edited: Domain, tasks: Mapping[str, bool], where: str) -> list[str]:
+    """What changed between the file a run used and the edited one in what the agent or
+    the simulated user was given, one line per field; [] when nothing did. ``tasks``
+    maps the id of each task with trials to whether the reference agent played one;
+    ``where`` names the edited file in the lines."""
+    out = [f"{field} changed ({where}): the agent was given the old one"
+           for field in ("description", "policy") if getattr(original, field) != getattr(edited, field)]
+    out += _tool_changes(original, edited, where)
+    out += _world_changes(original, edited)
+    out += _task_changes(original, edited, tasks, where)
+    return out
+
+
+# --------------------------------------------------------------------------- trials
+
+
+def _clipped_field(t: TrialResult) -> str | None:
+    """The first stored value the replay or the grading reads that was cut or left out."""
+    for i, call in enumerate(t.calls):
+        for field in ("args", "result", "error"):
+            if _holds_marker(call.get(field)):
+                return f"calls[{i}].{field}"
+    for i, entry in enumerate(t.transcript):
+        if _holds_marker(entry.get("text")):
+            return f"transcript[{i}].text"
+    return None
+
+
+def _holds_marker(value: Any) -> bool:
+    if isinstance(value, str):
+        return any(m in value for m in _CLIPPED)
+    if isinstance(value, dict):
+        return any(_holds_marker(k) or _holds_marker(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_marker(v) for v in value)
+    return False
+
+
+def _trial_name(t: TrialResult) -> str:
+    return f"{t.domain}/{t.task} trial {t.trial}"
+
+
+def _regraded(t: TrialResult, domain: Domain, references: dict[str, TrialResult | None]) -> TrialResult:
+    """One trial regraded; raises NotReproducible or RegradeError's line as ValueError."""
+    from ..engine.trial import run_reference_trial
+
+    task = domain.task(t.task)
+    if t.verdict == ERRORED:  # never graded: it stays errored, under the task's new tags
+        return TrialResult.from_dict({**t.to_dict(), "tags": list(task.tags), "critical": task.critical,
+                                      "shared_tags": [x for x in task.tags if x in domain.shared_tags],
+                                      "pending": domain.pending_for(task)})
+    if t.error:
+        raise ValueError(f"its record is incomplete ({t.error})")
+    clipped = _clipped_field(t)
+    if clipped is not None:
+        raise ValueError(f"{clipped} was cut when stored (a value over the size cap), so its world cannot be rebuilt")
+    from ..engine.trial import regrade_trial
+
+    if t.task not in references:
+        references[t.task] = run_reference_trial(domain, task)
+    return regrade_trial(domain, task, t, references[t.task])
+
+
+def _regrade_trials(trials: Sequence[TrialResult], domains: Mapping[str, DomainFiles]) -> list[TrialResult]:
+    from ..engine.trial import NotReproducible
+
+    out: list[TrialResult] = []
+    refused: list[str] = []
+    references: dict[str, dict[str, TrialResult | None]] = {name: {} for name in domains}
+    for t in trials:
+        files = domains.get(t.domain)
+        if files is None:
+            refused.append(f"cannot regrade {_trial_name(t)}: its domain is not in run.domains")
+            continue
+        try:
+            out.append(_regraded(t, files.edited, references[t.domain]))
+        except (NotReproducible, ValueError) as e:
+            refused.append(f"cannot regrade {_trial_name(t)}: {e}")
+        except (KeyError, IndexError, TypeError) as e:  # a transcript entry naming a call that is not there
+            refused.append(f"cannot regrade {_trial_name(t)}: its record is inconsistent "
+                           f"({type(e).__name__}: {e})")
+    if refused:
+        shown = refused[:MAX_TRIAL_LINES]
+        if len(refused) > len(shown):
+            shown.append(f"... and {len(refused) - len(shown)} more trials cannot be regraded")
+        raise RegradeError(shown)
+    return out
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _tasks_with_trials(trials: Iterable[TrialResult], domain: str) -> dict[str, bool]:
+    tasks: dict[str, bool] = {}
+    for t in trials:
+        if t.domain == domain:
+            tasks[t.task] = tasks.get(t.task, False) or t.agent == "reference"
+    return tasks
+
+
+def regrade_run(
+    doc: Mapping[str, Any],
+    source: str | os.PathLike[str],
+    domains: Sequence[DomainFiles],
+    *,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+) -> Results:
+    """The results document of ``doc``'s trials graded against the edited domains
+    (``source`` is the results.json they came from). Raises :class:`RegradeError` with
+    every refusal: a field given to the agent or user that changed, a trial that does
+    not replay; nothing is half done."""
+    trials = trials_of(doc)
+    by_name = {d.name: d for d in domains}
+    problems: list[str] = []
+    for d in domains:
+        where = d.path
+        problems += [f"cannot regrade {d.name}: {line}" for line in
+                     changes_given(d.original, d.edited, _tasks_with_trials(trials, d.name), where)]
+    if problems:
+        raise RegradeError(problems)
+    regraded = _regrade_trials(trials, by_name)
+    run = doc["run"]
+    options = run.get("options") or {}
+    meta = RunMeta(
+        domains=list(run["domains"]), agent=run["agent"], user=run["user"], k=run["k"], run_seed=run["run_seed"],
+        options=dict(options), started_at=run["started_at"], finished_at=run["finished_at"],
+        shards=run.get("shards"), command="regrade", collection_errors=run.get("collection_errors"),
+        stopped_early=run.get("stopped_early"),
+    )
+    results = build_results(regraded, meta, fail_under=options.get("fail_under"),
+                            floors=options.get("floors") or {}, prices=prices)
+    # the schema's optional `run.regraded` (1.2), which RunMeta does not write
+    cast(dict[str, Any], results["run"])["regraded"] = {
+        "from": str(source),
+        "from_sha256": _file_sha256(source),
+        "domains": [{"name": d.name, "path": d.path.replace(os.sep, "/"), "sha256": d.edited.sha256}
+                    for d in domains],
+        "at": iso_utc(),
+    }
+    return results
+
+
+def _file_sha256(source: str | os.PathLike[str]) -> str:
+    p = Path(source)
+    if p.is_dir():
+        p = p / RESULTS_FILE
+    try:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def verdict_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """How many trials went from one verdict to another: ``(before, after) -> count``."""
+    old = {(t["domain"], t["task"], t["trial"]): t["verdict"] for t in before.get("trials", [])}
+    changes: dict[tuple[str, str], int] = {}
+    for t in after.get("trials", []):
+        was = old.get((t["domain"], t["task"], t["trial"]))
+        if was is not None and was != t["verdict"]:
+            changes[(was, t["verdict"])] = changes.get((was, t["verdict"]), 0) + 1
+    return changes
+
+
+# --------------------------------------------------------------------------- the files
+
+
+def _loaded(path: Path) -> Domain:
+    """The domain in ``path``; RegradeError with one line per problem (FILE:LINE: ...) when it does not load."""
+    from ..domain.errors import DomainError
+    from ..domain.loader import load_domain
+
+    try:
+        return load_domain(path)
+    except DomainError as e:
+        raise RegradeError([str(p) for p in e.problems]) from None
+
+
+def _original(name: str, recorded: Mapping[str, Any], edited: Domain, base: Path) -> tuple[Domain, str]:
+    """The domain the run used, and where it was found; RegradeError when it is nowhere."""
+    from ..domain.errors import DomainError
+    from ..domain.loader import load_domain_text
+
+    if edited.sha256 == recorded["sha256"]:
+        return edited, "unchanged"
+    found = find_original(base / recorded["path"], recorded["sha256"])
+    if found is None:
+        raise RegradeError([
+            f"cannot regrade {name}: the domain file the run used (sha256 {recorded['sha256'][:12]}) is neither "
+            f"at {recorded['path']} nor in its git history, so what the agent was given cannot be compared: "
+            "put it back there and give the edited file as an argument"
+        ])
+    raw, where = found
+    try:
+        return load_domain_text(raw.decode("utf-8-sig"), where), where
+    except (DomainError, UnicodeDecodeError) as e:
+        raise RegradeError([f"cannot regrade {name}: the domain file the run used ({where}) does not load: "
+                            f"{str(e).splitlines()[0]}"]) from None
+
+
+def domain_files(doc: Mapping[str, Any], results: str, given: Sequence[str], base: Path) -> list[DomainFiles]:
+    """Each domain of the run with its edited file: one of ``given`` when its name is
+    the domain's, else the file at the path the run recorded (relative to ``base``); and
+    the file the run used. Raises RegradeError with every problem found."""
+    recorded = {d["name"]: d for d in doc["run"]["domains"]}
+    problems: list[str] = []
+    edited: dict[str, tuple[str, Domain]] = {}
+    for arg in given:
+        try:
+            domain = _loaded(Path(arg))
+        except RegradeError as e:
+            problems += e.problems
+            continue
+        if domain.name not in recorded:
+            ran = ", ".join(repr(n) for n in recorded) or "no domain"
+            problems.append(f"{arg}: domain {domain.name!r} is not in {results} (it ran {ran})")
+        elif domain.name in edited:
+            problems.append(f"{arg}: domain {domain.name!r} is given twice ({edited[domain.name][0]} and {arg})")
+        else:
+            edited[domain.name] = (arg, domain)
+    for name, d in recorded.items():
+        if name in edited or problems:
+            continue
+        path = base / d["path"]
+        if not path.is_file():
+            problems.append(f"{d['path']}: no such file (the domain file of {name!r} that {results} names; "
+                            "give the edited file as an argument)")
+            continue
+        try:
+            edited[name] = (d["path"], _loaded(path))
+        except RegradeError as e:
+            problems += e.problems
+    if problems:
+        raise RegradeError(problems)
+    out: list[DomainFiles] = []
+    for name, (shown, domain) in edited.items():
+        try:
+            original, where = _original(name, recorded[name], domain, base)
+        except RegradeError as e:
+            problems += e.problems
+            continue
+        out.append(DomainFiles(name, shown, domain, original, where))
+    if problems:
+        raise RegradeError(problems)
+    return out
