@@ -86,6 +86,28 @@ def test_floors_per_tag_and_an_unknown_tag() -> None:
     }
 
 
+def test_a_floor_finds_a_tag_scored_per_domain_or_says_which_to_choose() -> None:
+    # a run of several domains scores a tag that is not shared as domain/tag
+    scoped = {"k": 4, "pass_hat": {"4": 0.5}, "tags": {
+        "freight/booking": {"tasks": 2, "pass_hat": {"4": 0.5}},
+        "clinic/handoff": {"tasks": 1, "pass_hat": {"4": 1.0}},
+        "freight/handoff": {"tasks": 1, "pass_hat": {"4": 0.0}},
+    }}
+    out = evaluate(scoped, None, {"booking": 40}, [])
+    assert out.lines == [
+        "sandtable gate passed: tag freight/booking pass^4 50.0% meets --sandtable-floor booking=40% "
+        "with 10.0 points to spare"
+    ]
+    out = evaluate(scoped, None, {"handoff": 40, "freight/handoff": 10}, [])
+    assert out.lines == [
+        "sandtable gate failed: --sandtable-floor handoff=40: tag 'handoff' is scored per domain in this run: "
+        "give one of clinic/handoff, freight/handoff (and 1 more failure)",
+        "  failed: --sandtable-floor handoff=40: tag 'handoff' is scored per domain in this run: "
+        "give one of clinic/handoff, freight/handoff",
+        "  failed: tag freight/handoff pass^4 0.0% is below --sandtable-floor freight/handoff=10% by 10.0 points",
+    ]
+
+
 def test_the_verdict_comes_first_and_is_never_both_passed_and_failed() -> None:
     # fail-under met while a floor is missed: one verdict, failed; then each gate on its own line
     out = evaluate(SUMMARY, 50, {"secrecy": 40}, [])

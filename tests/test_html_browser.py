@@ -313,7 +313,7 @@ def test_intervals_owners_and_the_provisional_banner_in_a_browser(tmp_path: Path
             scores = page.locator("table.scores.pass_hat tbody tr")
             assert [r.locator("td").first.inner_text() for r in scores.all()] == [
                 "all tasks", "domain bank", "domain shop", "money"]
-            assert scores.first.locator("td").nth(2).inner_text() == "62.5%\n25-100%"
+            assert scores.first.locator("td").nth(2).inner_text() == "62.5%\n12-100%"
             owners = page.locator("table.owners tbody tr")
             assert [r.inner_text().split("\t") for r in owners.all()] == [
                 ["user", "2", "bank/transfer"], ["agent", "1", "shop/refund"]]

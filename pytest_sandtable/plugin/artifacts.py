@@ -128,7 +128,11 @@ class Recorder:
         if not floors:
             return
         tags = {tag for it in trials for tag in getattr(getattr(it, "task", None), "tags", ())}
-        unknown = [tag for tag in floors if tag not in tags]
+        # a run of several domains scores a tag that is not shared as domain/tag: a floor
+        # may name either form
+        scoped = {f"{it.domain.name}/{tag}" for it in trials if hasattr(it, "domain")
+                  for tag in getattr(getattr(it, "task", None), "tags", ())}
+        unknown = [tag for tag in floors if tag not in tags and tag not in scoped]
         if not unknown:
             return
         from ..report.fmt import number

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..engine.results import ERRORED, PASSED, TrialResult
 from .fmt import fraction_as_percent, number, pct, plural, points
+from .summary import find_tag
 
 __all__ = [
     "GateCheck",
@@ -242,12 +243,17 @@ def evaluate(
                                f"--sandtable-fail-under {number(fail_under)}%", j))
     tags: Mapping[str, Any] = summary.get("tags") or {}
     for tag, threshold in floors.items():
-        if tag not in tags:
+        key, scoped = find_tag(tags, tag)
+        if key is None and scoped:
+            checks.append(GateCheck(False, f"--sandtable-floor {tag}={number(threshold)}: tag {tag!r} is scored per "
+                                           f"domain in this run: give one of {', '.join(scoped)}"))
+            continue
+        if key is None:
             known = ", ".join(sorted(tags)) or "(none: no task has a tag)"
             checks.append(GateCheck(False, f"--sandtable-floor {tag}={number(threshold)}: no task is tagged {tag!r}; "
                                            f"the tags are {known}"))
             continue
-        checks.append(_compare(f"tag {tag} ", (tags[tag].get("pass_hat") or {}).get(j), threshold,
+        checks.append(_compare(f"tag {key} ", (tags[key].get("pass_hat") or {}).get(j), threshold,
                                f"--sandtable-floor {tag}={number(threshold)}%", j))
     checks.extend(regression or ())
 

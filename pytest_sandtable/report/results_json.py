@@ -335,16 +335,44 @@ def _relaxed(node: Any) -> Any:
     return node
 
 
-@lru_cache(maxsize=2)
-def _validator(relaxed: bool) -> Any:
-    import jsonschema  # type: ignore[import-untyped,unused-ignore]
-
+def _schema(relaxed: bool) -> dict[str, Any]:
     schema = results_schema()
     if relaxed:
         schema = _relaxed(schema)
         # a newer minor writes a newer minor version number
         schema["properties"]["schema_version"] = {"type": "string", "pattern": rf"^{_MAJOR}\.[0-9]+$"}
-    return jsonschema.Draft202012Validator(schema)
+    return schema
+
+
+@lru_cache(maxsize=2)
+def _validator(relaxed: bool) -> Any:
+    """jsonschema's validator: slow, but it lists every problem with its path (the
+    messages a user reads)."""
+    import jsonschema  # type: ignore[import-untyped,unused-ignore]
+
+    return jsonschema.Draft202012Validator(_schema(relaxed))
+
+
+@lru_cache(maxsize=2)
+def _fast_check(relaxed: bool) -> tuple[Any, type[Exception]]:
+    """The same schema compiled to Python by fastjsonschema: about 10x faster on a large
+    file (20,000 trials: 1.5 s against 17 s), so a good file is read at the speed of
+    the JSON parser; only a bad one pays for jsonschema's messages. The schema uses
+    only keywords both libraries read alike (type, properties, required, enum, const,
+    items, oneOf, $ref into $defs, pattern, bounds). Returned with the exception class it
+    raises, taken at compile time (a module imported anew would bring another class)."""
+    import fastjsonschema
+
+    return fastjsonschema.compile(_schema(relaxed)), fastjsonschema.JsonSchemaException
+
+
+def _is_valid(data: Any, relaxed: bool) -> bool:
+    check, invalid = _fast_check(relaxed)
+    try:
+        check(data)
+    except invalid:
+        return False
+    return True
 
 
 def _where(path: Iterable[Any]) -> str:
@@ -377,6 +405,8 @@ def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -
         )
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
 
+    if _is_valid(data, minor > _MINOR):
+        return
     errors = sorted(_validator(minor > _MINOR).iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = []

@@ -11,9 +11,11 @@ third-party code. The methods, and why each was chosen, are in docs/results.md
   which is monotone in p);
 - pass^j over many tasks (overall, per tag, per domain): a **two-level bootstrap** with a
   fixed seed: resample the tasks, then each resampled task's trials (its count drawn
-  from a binomial at its observed rate), and take the 2.5th and 97.5th percentiles of
+  from the Jeffreys posterior predictive of its rate, a beta-binomial, so a task that
+  passed every trial may still fail one), and take the 2.5th and 97.5th percentiles of
   the mean. Resampling both levels counts both sources of chance: which tasks the suite
-  has, and which trials each task happened to get;
+  has, and which trials each task happened to get; the differences between two runs
+  are resampled the same way, tasks paired;
 - a task's change between two runs: **Fisher's exact test**, one-sided (the p-value of
   seeing this few passes in the new run, or fewer, if both runs had the same rate).
 """
@@ -22,10 +24,10 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
-from math import comb, exp, lgamma, log, log1p, sqrt
+from math import comb, exp, lgamma, sqrt
 from operator import itemgetter, mul
 
 # two-sided 95%: the 97.5th percentile of the standard normal
@@ -35,6 +37,7 @@ BOOTSTRAP_SEED = 0
 
 Counts = tuple[int, int]  # (c passed, n graded) of one task
 Interval = tuple[float, float]
+_Pick = Callable[[Sequence[float]], Sequence[float]]  # the entries of a row a resample drew
 
 
 def pass_hat(c: int, n: int, j: int) -> float | None:
@@ -92,32 +95,6 @@ def mean_pass_hat(tasks: Sequence[Counts], j: int) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-class _Task:
-    """One task's resampling table: the cumulative binomial distribution of its count
-    at its observed rate (the count is drawn once per resample and serves every j)."""
-
-    __slots__ = ("cdf", "n")
-
-    def __init__(self, c: int, n: int) -> None:
-        p = c / n
-        acc, cdf = 0.0, []
-        for x in range(n + 1):
-            acc += comb(n, x) * p**x * (1 - p) ** (n - x)
-            cdf.append(acc)
-        cdf[-1] = 1.0
-        self.n = n
-        self.cdf = cdf
-
-    def draw(self, rng: random.Random) -> int:
-        return min(bisect_right(self.cdf, rng.random()), self.n)
-
-
-def _estimates(n: int, js: Sequence[int], measure: str) -> dict[int, list[float]]:
-    """For each j, the estimate at every count 0..n (0.0 where j > n: never read)."""
-    estimate = pass_hat if measure == "pass_hat" else pass_at
-    return {j: [estimate(x, n, j) or 0.0 for x in range(n + 1)] for j in js}
-
-
 def _percentiles(samples: list[float]) -> Interval:
     samples.sort()
     last = len(samples) - 1
@@ -162,14 +139,20 @@ _NEGLIGIBLE = 1e-12  # a count this unlikely is left out of the mixture (never d
 _DENSE = 12  # up to this many (n, x) combinations, a resample is counted over all of them
 
 
-def _binomial_pmf(n: int, p: float) -> list[float]:
-    """P(X = x) for x = 0..n, X ~ Binomial(n, p); in logs, so a large n cannot overflow."""
-    if p <= 0.0:
-        return [1.0] + [0.0] * n
-    if p >= 1.0:
-        return [0.0] * n + [1.0]
-    lp, lq, top = log(p), log1p(-p), lgamma(n + 1)
-    return [exp(top - lgamma(x + 1) - lgamma(n - x + 1) + x * lp + (n - x) * lq) for x in range(n + 1)]
+def _predictive_pmf(c: int, n: int) -> list[float]:
+    """P(X = x) for x = 0..n: the count a task that passed c of n would show in n new
+    trials, under the Jeffreys posterior of its rate (the beta-binomial with
+    a = c + 1/2, b = n - c + 1/2). Computed in logs, so a large n cannot overflow.
+
+    Not the plug-in Binomial(n, c/n): under that a task that passed 4 of 4 can never
+    fail, so a group of tasks that all passed would get the interval 100-100%, more
+    certain than one task alone (whose Wilson interval is 51-100% at 4 of 4)."""
+    a, b = c + 0.5, n - c + 0.5
+    base = lgamma(n + 1) + lgamma(a + b) - lgamma(a) - lgamma(b) - lgamma(n + a + b)
+    return [
+        exp(base - lgamma(x + 1) - lgamma(n - x + 1) + lgamma(x + a) + lgamma(n - x + b))
+        for x in range(n + 1)
+    ]
 
 
 @lru_cache(maxsize=512)
@@ -200,12 +183,7 @@ class _Mixture:
     """A group's resampling distribution over (n, x): the combinations, in order, and
     their cumulative probabilities."""
 
-    def __init__(self, kept: Sequence[Counts]) -> None:
-        weight: dict[tuple[int, int], float] = {}
-        for c, n in kept:
-            for x, q in enumerate(_binomial_pmf(n, c / n)):
-                if q > _NEGLIGIBLE:
-                    weight[(n, x)] = weight.get((n, x), 0.0) + q
+    def __init__(self, weight: dict[tuple[int, ...], float], size: int) -> None:
         self.combos = sorted(weight)
         total = sum(weight.values())
         acc, cdf = 0.0, []
@@ -214,7 +192,43 @@ class _Mixture:
             cdf.append(acc)
         cdf[-1] = 1.0
         self.cdf = cdf
-        self.size = len(kept)
+        self.size = size
+
+    @classmethod
+    def of_tasks(cls, kept: Sequence[Counts]) -> _Mixture:
+        """Over (n, x): one task drawn uniformly, then its count."""
+        weight: dict[tuple[int, ...], float] = {}
+        for c, n in kept:
+            for x, q in enumerate(_predictive_pmf(c, n)):
+                if q > _NEGLIGIBLE:
+                    weight[(n, x)] = weight.get((n, x), 0.0) + q
+        return cls(weight, len(kept))
+
+    @classmethod
+    def of_pairs(cls, pairs: Sequence[tuple[Counts, Counts]]) -> _Mixture:
+        """Over (n_base, x_base, n_new, x_new): one task drawn uniformly (both of its
+        runs together: paired), then each run's count apart."""
+        weight: dict[tuple[int, ...], float] = {}
+        for (cb, nb), (cn, nn) in pairs:
+            pb, pn = _predictive_pmf(cb, nb), _predictive_pmf(cn, nn)
+            for xb, qb in enumerate(pb):
+                if qb <= _NEGLIGIBLE:
+                    continue
+                for xn, qn in enumerate(pn):
+                    if qb * qn > _NEGLIGIBLE:
+                        key = (nb, xb, nn, xn)
+                        weight[key] = weight.get(key, 0.0) + qb * qn
+        return cls(weight, len(pairs))
+
+    def histograms(self, resamples: int, rng: random.Random) -> Iterator[tuple[_Pick, list[int]]]:
+        """Each resample as (a picker of the combinations it drew, how often each)."""
+        every = list(range(len(self.combos)))
+        for _ in range(resamples):
+            if len(self.combos) <= _DENSE:
+                yield _picker(every), self.dense(rng)
+            else:
+                idx, counts = self.resample(rng)
+                yield _picker(idx), counts
 
     def draws(self, rng: random.Random) -> list[float]:
         """The m uniform draws of one resample, in order."""
@@ -268,39 +282,40 @@ def bootstrap_table(
     live = [j for j in js if reached[j]]
     if not live:
         return out
-    mix = _Mixture(kept)
+    mix = _Mixture.of_tasks(kept)
     j_max = max(live)
     rows = [(me, j, [_estimate(n, x, j, j_max, me) for n, x in mix.combos]) for me in measures for j in live]
     # the tasks a j counts (those with at least j trials), per resample; all of them when
     # every task has as many trials as the largest j (the usual run)
-    ns = [n for n, _ in mix.combos]
-    uniform = min(ns) >= j_max
-    masks = {} if uniform else {j: [1 if n >= j else 0 for n in ns] for j in live}
-    sums: list[list[float]] = [[] for _ in rows]
-    dens: dict[int, list[int]] = {j: [] for j in live}
-    rng = random.Random(seed)
-    if len(mix.combos) <= _DENSE:
-        for _ in range(resamples):
-            counts = mix.dense(rng)
-            for acc, (_, _, row) in zip(sums, rows):
-                acc.append(sum(map(mul, counts, row)))
-            if not uniform:
-                for j in live:
-                    dens[j].append(sum(map(mul, counts, masks[j])))
-    else:
-        for _ in range(resamples):
-            idx, counts = mix.resample(rng)
-            pick = _picker(idx)
-            for acc, (_, _, row) in zip(sums, rows):
-                acc.append(sum(map(mul, counts, pick(row))))
-            if not uniform:
-                for j in live:
-                    dens[j].append(sum(map(mul, counts, pick(masks[j]))))
-    for acc, (me, j, _) in zip(sums, rows):
-        den = dens[j] if not uniform else [mix.size] * resamples
-        # a resample that drew no task with j trials has no mean; it is left out
-        out[me][j] = _percentiles([s / d for s, d in zip(acc, den) if d])
+    ns = [key[0] for key in mix.combos]
+    masks = {j: [1 if n >= j else 0 for n in ns] for j in live}
+    for me, j, mean in _resampled_means(mix, rows, masks, resamples, seed):
+        out[me][j] = _percentiles(mean)
     return out
+
+
+def _resampled_means(
+    mix: _Mixture,
+    rows: Sequence[tuple[str, int, Sequence[float]]],
+    masks: dict[int, list[int]],
+    resamples: int,
+    seed: int,
+) -> Iterator[tuple[str, int, list[float]]]:
+    """For each (measure, j, value per combination) row: the mean of each resample over
+    the combinations that count for j (``masks[j]``; a resample that drew none has no
+    mean and is left out)."""
+    uniform = all(all(mask) for mask in masks.values())
+    sums: list[list[float]] = [[] for _ in rows]
+    dens: dict[int, list[int]] = {j: [] for j in masks}
+    for pick, counts in mix.histograms(resamples, random.Random(seed)):
+        for acc, (_, _, row) in zip(sums, rows):
+            acc.append(sum(map(mul, counts, pick(row))))
+        if not uniform:
+            for j, mask in masks.items():
+                dens[j].append(sum(map(mul, counts, pick(mask))))
+    for acc, (me, j, _) in zip(sums, rows):
+        den = [mix.size] * resamples if uniform else dens[j]
+        yield me, j, [s / d for s, d in zip(acc, den) if d]
 
 
 def bootstrap_differences(
@@ -312,35 +327,24 @@ def bootstrap_differences(
 ) -> dict[int, Interval | None]:
     """95% intervals of (new pass^j - base pass^j) over the same tasks (``base[i]`` and
     ``new[i]`` are one task's counts in each run), for every j in ``js``: tasks are
-    resampled together (paired), each run's trials apart. For a j, tasks with fewer than
-    j graded trials in either run are left out; None for a j where none is left."""
+    resampled together (paired), each run's trials apart, by the same mixture as
+    :func:`bootstrap_table`. For a j, tasks with fewer than j graded trials in either
+    run are left out; None for a j where none is left."""
     pairs = [(b, w) for b, w in zip(base, new, strict=True) if b[1] >= 1 and w[1] >= 1]
-    if not pairs:
-        return {j: None for j in js}
-    tb = [_Task(c, n) for (c, n), _ in pairs]
-    tn = [_Task(c, n) for _, (c, n) in pairs]
-    ns = {n for (_, n), _ in pairs} | {n for _, (_, n) in pairs}
-    by_n = {n: _estimates(n, js, "pass_hat") for n in ns}
-    rng = random.Random(seed)
-    m = len(pairs)
-    sums = {j: [0.0] * resamples for j in js}
-    counts = {j: [0] * resamples for j in js}
-    for r in range(resamples):
-        for _ in range(m):
-            i = int(rng.random() * m)
-            b, w = tb[i], tn[i]
-            xb, xw = b.draw(rng), w.draw(rng)
-            vb, vw = by_n[b.n], by_n[w.n]
-            for j in js:
-                if b.n >= j and w.n >= j:
-                    sums[j][r] += vw[j][xw] - vb[j][xb]
-                    counts[j][r] += 1
-    out: dict[int, Interval | None] = {}
-    for j in js:
-        if not any(b[1] >= j and w[1] >= j for b, w in pairs):
-            out[j] = None
-            continue
-        out[j] = _percentiles([s / c for s, c in zip(sums[j], counts[j]) if c])
+    out: dict[int, Interval | None] = {j: None for j in js}
+    live = [j for j in js if j >= 1 and any(b[1] >= j and w[1] >= j for b, w in pairs)]
+    if not live:
+        return out
+    mix = _Mixture.of_pairs(pairs)
+    j_max = max(live)
+    rows = [
+        ("pass_hat", j, [_estimate(nn, xn, j, j_max, "pass_hat") - _estimate(nb, xb, j, j_max, "pass_hat")
+                         for nb, xb, nn, xn in mix.combos])
+        for j in live
+    ]
+    masks = {j: [1 if min(key[0], key[2]) >= j else 0 for key in mix.combos] for j in live}
+    for _, j, diffs in _resampled_means(mix, rows, masks, resamples, seed):
+        out[j] = _percentiles(diffs)
     return out
 
 
