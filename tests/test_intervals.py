@@ -73,7 +73,7 @@ def test_overall_and_tag_intervals_are_the_bootstrap_over_tasks_with_a_fixed_see
     assert s["pass_hat"]["1"] == pytest.approx(0.575)
     assert s["pass_hat_ci"] == {j: [min(iv[0], s["pass_hat"][j]), max(iv[1], s["pass_hat"][j])]
                                 for j, iv in ((str(j), table["pass_hat"][j]) for j in (1, 2, 3, 4))}
-    assert s["pass_hat_ci"]["1"] == [pytest.approx(0.325), pytest.approx(0.8)]
+    assert s["pass_hat_ci"]["1"] == [pytest.approx(0.3384, abs=1e-4), pytest.approx(0.8134, abs=1e-4)]
     # pass@j per task: 4/4 and 3/4 are 1 from j = 2; 1/4 is 0.5, 0.75, 1 at j = 2, 3, 4; 0/4 is 0
     assert s["pass_at"] == {"1": pytest.approx(0.575), "2": pytest.approx(0.7), "3": pytest.approx(0.75),
                             "4": pytest.approx(0.8)}
@@ -81,7 +81,7 @@ def test_overall_and_tag_intervals_are_the_bootstrap_over_tasks_with_a_fixed_see
     even = s["tags"]["even"]
     assert even["tasks"] == 5 and even["pass_hat_tasks"] == {"1": 5, "2": 5, "3": 5, "4": 5}
     assert even["pass_hat"]["1"] == pytest.approx(0.7)
-    assert even["pass_hat_ci"]["1"] == [pytest.approx(0.3), pytest.approx(0.95)]
+    assert even["pass_hat_ci"]["1"] == [pytest.approx(0.3372, abs=1e-4), pytest.approx(0.9872, abs=1e-4)]
     assert s["intervals"] == {"level": 0.95, "task": "wilson", "aggregate": "two-level bootstrap",
                               "resamples": 2000, "seed": 0}
 
@@ -89,8 +89,9 @@ def test_overall_and_tag_intervals_are_the_bootstrap_over_tasks_with_a_fixed_see
 def test_the_fast_bootstrap_agrees_with_resampling_tasks_then_trials() -> None:
     """bootstrap_table draws (trials, count) from the mixture of the tasks' predictive
     distributions: the same distribution as drawing a task, then its rate from the
-    Jeffreys posterior Beta(c + 1/2, n - c + 1/2), then its count. A direct two-level
-    resampling with another seed lands on the same interval within resampling noise."""
+    Jeffreys posterior Beta(c + 1/2, n - c + 1/2), then its count; the resamples are then
+    centred on the estimate. A direct two-level resampling with another seed, centred
+    the same way, lands on the same interval within resampling noise."""
     tasks = [(4, 4)] * 6 + [(3, 4)] * 5 + [(1, 4)] * 3 + [(0, 4)] * 2 + [(2, 3)]
     rng = random.Random(7)
     means = []
@@ -102,14 +103,16 @@ def test_the_fast_bootstrap_agrees_with_resampling_tasks_then_trials() -> None:
             x = sum(rng.random() < rate for _ in range(n))
             vals.append(stats.pass_hat(x, n, 2) or 0.0)
         means.append(sum(vals) / len(vals))
-    means.sort()
+    # centred on the estimate, as bootstrap_table centres its resamples
+    shift = (stats.mean_pass_hat(tasks, 2) or 0.0) - sum(means) / len(means)
+    means = sorted(m + shift for m in means)
     direct = (means[100], means[3900])
     fast = stats.bootstrap_interval(tasks, 2)
     assert fast is not None
     assert fast[0] == pytest.approx(direct[0], abs=0.03) and fast[1] == pytest.approx(direct[1], abs=0.03)
     # a j only some tasks reach counts those tasks only
     # (the (1, 2) task would pull the low end down to 0: it cannot pass 3 of 2 trials)
-    assert stats.bootstrap_intervals([(1, 2), (5, 5)], [3])[3] == (pytest.approx(0.1), 1.0)
+    assert stats.bootstrap_intervals([(1, 2), (5, 5)], [3])[3] == (pytest.approx(0.3026, abs=1e-4), 1.0)
 
 
 def test_large_runs_get_fewer_resamples_and_every_j() -> None:
@@ -155,7 +158,7 @@ def test_a_task_with_fewer_than_j_graded_trials_is_counted_out_of_pass_j_and_the
         "pass^k     tasks    pass^1    pass^2    pass^3    pass^4    pass@4",
         "---------  -------  --------  --------  --------  --------  --------",
         "all tasks  2        75.0%     58.3%     50.0%     0.0%*     100.0%*",
-        "95% CI              17-100%   0-100%    0-100%    0-100%    0-100%",
+        "95% CI              24-100%   5-100%    5-100%    0-87%     13-100%",
         "* counts fewer tasks than pass^1: a task with fewer than j graded trials (errored ones are not graded) "
         "is left out of pass^j",
     ]
@@ -308,7 +311,7 @@ def test_the_report_shows_intervals_owners_domains_and_the_provisional_banner() 
     assert "<title>sandtable: pass^4 33.3% · shop (provisional)</title>" in html
     assert ('<h2>Provisional: 1 drafted item is pending review</h2>' in html
             and "rule <code>shop/refund-cap</code>" in html)
-    assert '<div class="ci" id="headline-ci">95% CI 0-100%</div>' in html
+    assert '<div class="ci" id="headline-ci">95% CI 0-93%</div>' in html
     assert "domain <b>bank</b>" in html and "shop/refunds" in html
     assert "<h3 class=\"sub-h\">Likely owners of 3 failed trials</h3>" in html
     assert ('likely owner: <span class="who-owns">user</span></b> <span class="evidence">'

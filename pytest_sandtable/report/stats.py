@@ -101,6 +101,32 @@ def _percentiles(samples: list[float]) -> Interval:
     return (samples[round(0.025 * last)], samples[round(0.975 * last)])
 
 
+def _centred(samples: list[float], estimate: float, low: float, high: float) -> Interval:
+    """The percentile interval of bootstrap samples moved so that their mean is the
+    estimate, then kept within [low, high]. Drawing counts from the posterior
+    predictive pulls a task that passed every trial below 1 (its predictive mean
+    pass^j is under 1), so uncentred samples sit below the estimate: ten tasks that all
+    passed would get an interval that ends under their own 100%."""
+    shift = estimate - sum(samples) / len(samples)
+    lo, hi = _percentiles([x + shift for x in samples])
+    return (min(max(lo, low), high), min(max(hi, low), high))
+
+
+def _mean_estimate(tasks: Sequence[Counts], j: int, measure: str) -> float:
+    """The point estimate a group's bootstrap is centred on: the mean estimate over the
+    tasks with at least j graded trials."""
+    vals = [_estimate(n, c, j, n, measure) for c, n in tasks if n >= j]
+    return sum(vals) / len(vals)
+
+
+def _mean_difference(pairs: Sequence[tuple[Counts, Counts]], j: int) -> float:
+    """The point estimate a paired bootstrap is centred on: the mean of new minus base
+    pass^j over the tasks with at least j graded trials in both runs."""
+    diffs = [_estimate(wn, wc, j, wn, "pass_hat") - _estimate(bn, bc, j, bn, "pass_hat")
+             for (bc, bn), (wc, wn) in pairs if bn >= j and wn >= j]
+    return sum(diffs) / len(diffs)
+
+
 def bootstrap_intervals(
     tasks: Sequence[Counts],
     js: Sequence[int],
@@ -290,7 +316,7 @@ def bootstrap_table(
     ns = [key[0] for key in mix.combos]
     masks = {j: [1 if n >= j else 0 for n in ns] for j in live}
     for me, j, mean in _resampled_means(mix, rows, masks, resamples, seed):
-        out[me][j] = _percentiles(mean)
+        out[me][j] = _centred(mean, _mean_estimate(kept, j, me), 0.0, 1.0)
     return out
 
 
@@ -344,7 +370,7 @@ def bootstrap_differences(
     ]
     masks = {j: [1 if min(key[0], key[2]) >= j else 0 for key in mix.combos] for j in live}
     for _, j, diffs in _resampled_means(mix, rows, masks, resamples, seed):
-        out[j] = _percentiles(diffs)
+        out[j] = _centred(diffs, _mean_difference(pairs, j), -1.0, 1.0)
     return out
 
 
