@@ -107,7 +107,9 @@ def test_full_trial_claude_agent_and_openai_user(domain: st.Domain, claude: Fake
     monkeypatch.setenv("ANTHROPIC_API_KEY", CLAUDE_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    options = AdapterOptions(user_base_url=oai.base_url, temperature=0.3, timeout=5.0, retries=1, run_seed=7)
+    # the plain wire format (prompt caching's marks are tested in test_prompt_cache.py)
+    options = AdapterOptions(user_base_url=oai.base_url, temperature=0.3, timeout=5.0, retries=1, run_seed=7,
+                             prompt_cache=False)
     agent, agent_name = make_agent("claude:claude-test", options)
     user, user_name = make_user("openai:gpt-test", options)
     oai.push(
@@ -990,7 +992,7 @@ def test_claude_pause_turn_sends_the_response_back(domain: st.Domain, claude: Fa
     search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "O-1001"}}
     claude.push(claude_message([{"type": "text", "text": "Let me search."}, search], "pause_turn"),
                 claude_text("It was delivered."), claude_text("Bye."))
-    result = trial(domain, claude_agent(claude))
+    result = trial(domain, claude_agent(claude, prompt_cache=False))  # the history as sent, without cache marks
     assert runtime_details(result) == []
     assert result.transcript[1]["text"] == "Let me search.\n\nIt was delivered."
     assert claude.bodies[1]["messages"] == [

@@ -8,6 +8,7 @@ The property-based fuzz over mutated files is in test_fuzz_domain.py.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,10 @@ def problems(text: str) -> list[str]:
 def both_paths(text: str) -> list[str]:
     """The problem lines of the YAML step alone, which must be the same whether the
     libyaml fast path is tried first (as loading does) or the pure-Python path reads
-    the file; the fast path takes none of these files."""
-    assert _yaml._fast_load(text, "sandtable.yaml") is None
+    the file; the fast path takes none of these files (past the alias cap it words the
+    problem itself, and load_yaml's lines are its)."""
+    with suppress(DomainError):
+        assert _yaml._fast_load(text, "sandtable.yaml") is None
     lines = []
     for read in (_yaml.load_yaml, _yaml._slow_load):
         with pytest.raises(DomainError) as info:

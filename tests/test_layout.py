@@ -40,7 +40,8 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "report": ("report", "engine", "domain"),
     "adapters": ("adapters", "engine", "domain"),
     "authoring": ("authoring", "adapters", "report", "engine", "domain"),
-    "plugin": ("plugin", "adapters", "report", "engine", "domain"),
+    "serve": ("serve", "engine", "domain"),
+    "plugin": ("plugin", "serve", "adapters", "report", "engine", "domain"),
     "cli": ("cli", "authoring", "adapters", "report", "engine", "domain"),
 }
 
@@ -61,6 +62,7 @@ FORBIDDEN: Mapping[str, tuple[str, ...]] = {
     "report": _NOT_PYTEST + _NOT_HTTP,
     "adapters": _NOT_PYTEST,
     "authoring": _NOT_PYTEST,
+    "serve": _NOT_PYTEST,
 }
 
 
@@ -305,7 +307,8 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "helpers.py": "",
     })
     assert layer_problems(toy) == [
-        "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, plugin, cli)",
+        "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, serve, plugin, "
+        "cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
         "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, adapters, "
@@ -313,8 +316,8 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "toy/domain/model.py:5: toy.domain.model imports toy.engine.world: domain may import only domain",
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",
-        "toy/plugin/hooks.py:2: toy.plugin.hooks imports toy.cli.main: plugin may import only plugin, adapters, "
-        "report, engine, domain",
+        "toy/plugin/hooks.py:2: toy.plugin.hooks imports toy.cli.main: plugin may import only plugin, serve, "
+        "adapters, report, engine, domain",
         "toy/report/summary.py:1: toy.report.summary imports httpx: "
         "report must not import pytest, _pytest, xdist, anthropic, httpx",
         "toy/report/summary.py:2: toy.report.summary imports _pytest.nodes: "

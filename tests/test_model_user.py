@@ -199,7 +199,7 @@ def test_user_from_spec_uses_the_user_base_url(oai: FakeOpenAI, monkeypatch: pyt
 
 def test_claude_user_request_and_usage(claude: FakeAnthropic) -> None:
     claude.push(claude_text("I'll wait for them.\n###HANDED_OFF###", claude_usage(70, 12, 40, 5)))
-    user = claude_user(claude, temperature=0.2)
+    user = claude_user(claude, temperature=0.2, prompt_cache=False)  # the plain wire format; see test_prompt_cache.py
     turn = user_turn([{"role": "user", "content": "Get me a manager."},
                       {"role": "assistant", "content": "Transferring you now."}], handed_off=True)
     reply = asyncio.run(user(turn))

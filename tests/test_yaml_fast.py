@@ -1,6 +1,7 @@
 """The fast YAML path (libyaml's events) reads every file it accepts exactly as the
 pure-Python path does: the same data, the same YAML 1.2 plain scalars, the same
-positions (also past the node budget), and it hands every other file over."""
+positions (also in big files, and in files with anchors, aliases and merges), and it
+hands every other file over."""
 
 from __future__ import annotations
 
@@ -46,9 +47,24 @@ def both(text: str) -> tuple[_yaml.Document, _yaml.Document]:
 def assert_same_reading(text: str) -> None:
     fast, slow = both(text)
     assert same(fast.data, slow.data)
+    assert not fast.composed
     assert fast.positions == slow.positions
     assert fast.key_positions == slow.key_positions
     assert slow.problems == []
+
+
+def assert_same_reading_with_aliases(text: str) -> _yaml.Document:
+    """As :func:`assert_same_reading`, for a file whose aliases and merges are positioned
+    from its composed nodes: every position the pure-Python walk records, asked for."""
+    fast, slow = both(text)
+    assert fast.composed
+    assert same(fast.data, slow.data)
+    assert slow.problems == []
+    for path, pos in slow.positions.items():
+        assert fast.pos(path) == pos, path
+    for path, pos in slow.key_positions.items():
+        assert fast.key_pos(path) == pos, path
+    return fast
 
 
 PLAIN = {
@@ -154,21 +170,148 @@ def test_the_example_domains_read_the_same_on_both_paths() -> None:
         assert_same_reading(f.read_text(encoding="utf-8"))
 
 
-def test_positions_past_the_node_budget_are_the_pure_python_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_yaml, "_NODE_BUDGET", 40)
+def test_positions_inside_list_items_are_found_when_asked_for() -> None:
     rows = "\n".join(f"      - {{ id: r{i}, a: {i}, b: [x, {{c: {i}}}] }}" for i in range(30))
     text = f"version: 1\nworld:\n  t:\n    key: id\n    rows:\n{rows}\ntools: [{{name: a}}, {{name: b}}]\n"
     assert_same_reading(text)
-    fast, slow = both(text)
-    assert ("world", "t", "rows", 29, "b", 1, "c") not in fast.positions  # past the budget
-    assert fast.pos(("world", "t", "rows", 29, "b", 1, "c")) == slow.pos(("world", "t", "rows", 29, "b", 1, "c"))
+    fast = _yaml._fast_load(text, "d.yaml")
+    assert fast is not None
+    deep = ("world", "t", "rows", 29, "b", 1, "c")
+    assert deep not in fast.positions  # not recorded until asked for
+    assert fast.pos(deep) == _yaml._slow_load(text, "d.yaml").pos(deep) == _yaml.Pos(35, 38)
+
+
+ALIASES = """\
+version: 1
+defaults: &defaults {status: available, equipment: dry_van}
+one: &one 1
+nested: &nested
+  a: [1, &two 2, {b: *one}]
+  c: *two
+world:
+  loads:
+    key: id
+    rows:
+      - {id: L-1, <<: *defaults, rate: 10}
+      - <<: [{status: booked, extra: [x, *one]}]
+        id: L-2
+        status: held
+      - &row3 {id: L-3, ref: *nested}
+      - *row3
+      - - &inner {deep: [1, 2, {x: y}]}
+        - *inner
+copy: *nested
+merged:
+  <<: *nested
+  c: own
+  d: [*defaults, *one]
+tools: [{name: t, opts: *defaults}]
+"""
+
+
+def test_anchors_aliases_and_merges_take_the_fast_path_and_read_the_same() -> None:
+    fast = assert_same_reading_with_aliases(ALIASES)
+    # the values PyYAML shares are shared here too
+    assert fast.data["copy"] is fast.data["nested"]
+    assert fast.data["world"]["loads"]["rows"][3] is fast.data["world"]["loads"]["rows"][2]
+    assert list(fast.data["world"]["loads"]["rows"][1]) == ["status", "extra", "id"]
+    # a list item without aliases keeps being positioned lazily, not by composing the file
+    plain = "version: 1\nd: &d {a: 1}\nrows:\n  - {x: 1}\n  - {y: *d}\n"
+    fast = _yaml._fast_load(plain, "d.yaml")
+    assert fast is not None
+    assert set(fast.lazy) == {("rows", 0)} and set(fast.composed) == {("rows", 1)}
+    assert fast.pos(("rows", 0, "x")) == _yaml.Pos(4, 9)
+    assert not fast._nodes
+    assert fast.pos(("rows", 1, "y", "a")) == _yaml.Pos(2, 11)  # at the anchor's value
+    assert fast.key_pos(("rows", 1, "y", "a")) == _yaml.Pos(2, 8)
+    assert fast.pos(("rows", 1, "y")) == _yaml.Pos(2, 4)  # the alias is its anchor
+    assert fast.key_pos(("rows", 1, "y")) == _yaml.Pos(5, 6)
+    assert fast.pos(("rows", 1, "y", "nothing")) == _yaml.Pos(2, 4)  # the deepest that is there
+    # only the two pieces the path crosses were composed: the item and the anchored value
+    assert [plain[s[0][0] : s[0][1]] for s in fast._nodes] == ["{y: *d}", "&d {a: 1}"]
+
+
+def test_a_merge_into_a_big_mapping_costs_no_reading_of_the_mapping() -> None:
+    # a table that merges its defaults: its rows are positioned as in any table, and
+    # only the keys the merge brings in are looked for in the anchored mapping
+    rows = "\n".join(f"      - {{ id: r{i}, v: {i} }}" for i in range(2000))
+    text = f"defaults: &t {{key: id, key_format: 'R-{{n}}'}}\nworld:\n  loads:\n    <<: *t\n    rows:\n{rows}\n"
+    fast = assert_same_reading_with_aliases(text)
+    assert set(fast.composed) == {("world", "loads", "key"), ("world", "loads", "key_format")}
+    fast = _yaml._fast_load(text, "d.yaml")
+    assert fast is not None
+    assert fast.pos(("world", "loads", "rows", 1999, "v")) == _yaml.Pos(2005, 25)
+    assert fast.key_pos(("world", "loads", "key_format")) == _yaml.Pos(1, 24)
+    assert [text[s[0][0] : s[0][1]] for s in fast._nodes] == ["&t {key: id, key_format: 'R-{n}'}"]
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "a: &x 1\nb: *x\n",  # anchors and aliases
-        "base: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n",  # merges
+        "a: &x {b: 1}\nc: *x\nd: {<<: *x, b: 2}\n",
+        "a: &x 1\nb: [*x, *x]\n",
+        "a: &x [1, 2]\nb:\n  - *x\n  - [*x]\n",
+        "a: &x {k: v}\nb: &y {k: w, z: 1}\nc: {<<: [*y], k: own}\nd: {z: 2, <<: *x}\n",
+        "a: {<<: {k: v}, j: 1}\n",
+    ],
+)
+def test_alias_shapes_read_the_same_on_both_paths(text: str) -> None:
+    assert_same_reading_with_aliases(text)
+
+
+def test_the_alias_cap_is_counted_on_the_fast_path_as_on_the_pure_python_one() -> None:
+    def bomb(levels: int) -> str:
+        lines = [f"a0: &a0 [{', '.join(['lol'] * 10)}]"]
+        lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+        return "\n".join(lines) + "\n"
+
+    assert _yaml._fast_load(bomb(3), "d.yaml") is not None  # 12,330 values repeated
+    # 123,440: refused on the fast path, in the pure-Python path's words
+    for read in (_yaml._fast_load, _yaml._slow_load):
+        with pytest.raises(DomainError) as e:
+            read(bomb(4), "d.yaml")
+        assert str(e.value) == (
+            "d.yaml:5:45: a4[7]: alias *a3 repeats 11,111 values and takes the file past 100,000 values "
+            "repeated by aliases, the most a domain file may have; write the values out, or use fewer aliases"
+        )
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "{ id: r{i}, s: *s }",  # in a row, positioned lazily
+        "{ id: r{i}, <<: *m }",  # merged into a row
+        "{ id: r{i}, l: [1, {<<: [*m]}] }",
+        "*m",  # a row that is an alias
+    ],
+)
+def test_the_alias_past_the_cap_is_named_alike_on_both_paths(item: str) -> None:
+    # each alias repeats 1,001 or 1,003 values: the 100th passes the cap
+    rows = "\n".join("    - " + item.replace("{i}", str(i)) for i in range(120))
+    many = ", ".join(["x"] * 1000)
+    text = f"version: 1\ns: &s [{many}]\nm: &m {{a: [{many}]}}\nrows:\n{rows}\n"
+    with pytest.raises(DomainError) as fast:
+        _yaml._fast_load(text, "d.yaml")
+    with pytest.raises(DomainError) as slow:
+        _yaml._slow_load(text, "d.yaml")
+    assert str(fast.value) == str(slow.value)
+    assert "takes the file past 100,000 values repeated by aliases" in str(fast.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &x [*x]\n",  # a recursive alias
+        "a: *x\n",  # an undefined one
+        "a: &x 1\nb: &x 2\n",  # an anchor defined twice
+        "&x a: 1\n",  # an anchor on a key
+        "a: 1\n*x : 2\n",
+        "a: &x 1\nb: {<<: *x}\n",  # a merge of what is not a mapping
+        "a: {<<: 1}\n",
+        # several merges in one mapping, or a merge of a merge: PyYAML's versions differ
+        "a: &x {kk: v}\nb: &y {kk: w}\nc: {<<: [*x, *y]}\n",
+        "a: &x {kk: v}\nb: &y {kk: w}\nc: {<<: *x, <<: *y}\n",
+        "a: &x {kk: v}\nb: &y {<<: *x, kk: w}\nc: {<<: *y}\n",
         "a: 1\na: 2\n",  # duplicate keys
         "1: a\n",  # a key that is not a string
         "true: a\n",

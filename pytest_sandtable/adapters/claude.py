@@ -10,6 +10,10 @@ The key comes from ``ANTHROPIC_API_KEY`` only; the base URL from the ``base_url`
 argument, else ``ANTHROPIC_BASE_URL`` when set and not blank, else the public API,
 normalised by :func:`._common.anthropic_base_url`. The SDK's own retries are off:
 :mod:`._retry` applies the project's policy.
+
+Prompt caching (on unless ``AdapterOptions.prompt_cache`` is off): every request marks
+its stable prefix with ``cache_control`` (see :func:`cache_marked`), for agents and
+simulated users alike.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import anthropic
 from anthropic.types import Message
 
 from ..engine.api import AgentError, Turn, Usage
+from . import recording
 from ._common import PerLoop, anthropic_base_url, body_snippet, error_detail, host_of, json_type, snippet
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, should_retry
 from .options import AdapterOptions
@@ -31,6 +36,23 @@ MAX_STEPS_PER_TURN = 50
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 TRANSIENT_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 """Anthropic error types worth another attempt when they come in an HTTP 200 body."""
+
+# Prompt caching, as Anthropic documents it (platform.claude.com/docs/en/build-with-claude/
+# prompt-caching; the "prompt caching" notes of anthropics/skills, claude-api/shared/
+# prompt-caching.md): the prompt renders as tools, then system, then messages; a
+# ``cache_control`` breakpoint caches the prefix up to and including its block; "max 4
+# cache_control breakpoints per request" (a fifth is an HTTP 400); breakpoints go on
+# tool definitions, system text blocks and message content blocks (text, image,
+# tool_use, tool_result, document), not on thinking blocks; and "each breakpoint walks
+# backward at most 20 content blocks to find a prior cache entry".
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+"""The 5-minute cache (the default TTL; writes cost 1.25x the input price, reads 0.1x)."""
+MAX_CACHE_BREAKPOINTS = 4
+"""The API's limit of ``cache_control`` breakpoints in one request."""
+CACHE_LOOKBACK_BLOCKS = 15
+"""Content blocks a breakpoint may be from the previous request's and still find its
+cache entry: the API looks back 20; 15 is the margin its notes advise."""
+_NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 
 def anthropic_key(api_key: str | None = None) -> str:
@@ -75,10 +97,15 @@ class ClaudeMessages:
             base_url=self.base_url,  # always explicit: a blank $ANTHROPIC_BASE_URL must not reach the SDK
             max_retries=0,
             timeout=self.options.timeout,
+            http_client=recording.anthropic_http_client(),  # through --sandtable-record when it is on
         )
 
-    async def create(self, usage: Usage, **params: Any) -> Message:
-        """One ``messages.create`` call (retried as the policy says), its usage recorded."""
+    async def create(self, usage: Usage, *, earlier_mark: int | None = None, **params: Any) -> Message:
+        """One ``messages.create`` call (retried as the policy says), its usage recorded.
+        With prompt caching on, the request's prefix is marked (:func:`cache_marked`;
+        ``earlier_mark`` is the previous request's, from :func:`cache_mark`)."""
+        if self.options.prompt_cache:
+            params = cache_marked(params, earlier_mark)
         client = self._clients.get()
         host = self.host
         caller = Caller(self.label, host, self.error, self.options.retries, self.options.timeout, (self.__key,))
@@ -140,6 +167,80 @@ def _usage(u: Any) -> tuple[int, int, int, int]:
             written = sum(_n(v) for v in parts.values())
     return (_n(getattr(u, "input_tokens", None)), _n(getattr(u, "output_tokens", None)),
             _n(getattr(u, "cache_read_input_tokens", None)), written)
+
+
+def _cacheable(block: Any) -> bool:
+    """A content block that may carry ``cache_control``: not thinking, not empty text
+    (the API rejects a breakpoint on either)."""
+    if isinstance(block, str):
+        return bool(block)
+    if not isinstance(block, dict) or block.get("type") in _NOT_CACHEABLE:
+        return False
+    return block.get("type") != "text" or bool(block.get("text"))
+
+
+def _blocks(message: dict[str, Any]) -> list[Any]:
+    """A message's content blocks; text given as a string is one block."""
+    content = message.get("content")
+    return [content] if isinstance(content, str) else list(content) if isinstance(content, list) else []
+
+
+def cache_mark(messages: list[dict[str, Any]]) -> int | None:
+    """Where the history's breakpoint goes: the position, counting every content block
+    of every message in order from 0, of the last block that may carry ``cache_control``
+    (None when there is none). An agent passes it back as ``earlier_mark`` next call."""
+    n = sum(len(_blocks(m)) for m in messages)
+    for m in reversed(messages):
+        blocks = _blocks(m)
+        n -= len(blocks)
+        for j in range(len(blocks) - 1, -1, -1):
+            if _cacheable(blocks[j]):
+                return n + j
+    return None
+
+
+def _marked_at(messages: list[dict[str, Any]], marks: set[int]) -> list[dict[str, Any]]:
+    """A copy of ``messages`` with ``cache_control`` on the blocks at ``marks``; the
+    marked messages and blocks are copied, so the caller's history never keeps a
+    breakpoint (old ones would pile up past the API's limit)."""
+    out: list[dict[str, Any]] = []
+    n = 0
+    for m in messages:
+        blocks = _blocks(m)
+        here = {i - n for i in marks if n <= i < n + len(blocks)}
+        n += len(blocks)
+        if not here:
+            out.append(m)
+            continue
+        content = [({"type": "text", "text": b} if isinstance(b, str) else dict(b))
+                   | ({"cache_control": dict(CACHE_CONTROL)} if j in here else {}) for j, b in enumerate(blocks)]
+        out.append({**m, "content": content})
+    return out
+
+
+def cache_marked(params: dict[str, Any], earlier_mark: int | None = None) -> dict[str, Any]:
+    """``messages.create`` parameters with the stable prefix marked for the cache, at
+    most :data:`MAX_CACHE_BREAKPOINTS` breakpoints: the last tool definition, the
+    system prompt (sent as one text block) and the last cacheable block of the history,
+    so that each call reads what the one before it wrote. A fourth goes on the previous
+    request's breakpoint (``earlier_mark``) when more than :data:`CACHE_LOOKBACK_BLOCKS`
+    blocks were added since (a turn of many tool calls), where the API's lookback
+    would no longer find it. Nothing given is changed."""
+    out = dict(params)
+    tools = out.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+        out["tools"] = [*tools[:-1], {**tools[-1], "cache_control": dict(CACHE_CONTROL)}]
+    system = out.get("system")
+    if isinstance(system, str) and system:
+        out["system"] = [{"type": "text", "text": system, "cache_control": dict(CACHE_CONTROL)}]
+    messages = out.get("messages")
+    if isinstance(messages, list):
+        last = cache_mark(messages)
+        marks = set() if last is None else {last}
+        if last is not None and earlier_mark is not None and 0 <= earlier_mark < last - CACHE_LOOKBACK_BLOCKS:
+            marks.add(earlier_mark)
+        out["messages"] = _marked_at(messages, marks)
+    return out
 
 
 def _status_detail(e: anthropic.APIStatusError) -> str:
@@ -266,7 +367,9 @@ class ClaudeAgent:
         limit = f"the response hit max_tokens ({self.options.max_tokens})"
         too_long = "the conversation no longer fits the model's context window"
         for _ in range(MAX_STEPS_PER_TURN):
-            msg = await self._api.create(turn.usage, messages=history, **params)
+            mark = cache_mark(history)
+            msg = await self._api.create(turn.usage, messages=history, earlier_mark=st.get("cache_mark"), **params)
+            st["cache_mark"] = mark
             # as returned; no warnings for values a compatible server sends in another type
             blocks = [b.to_dict(mode="json", warnings=False) for b in msg.content]
             text = _texts(msg)

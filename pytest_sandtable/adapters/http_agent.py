@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from ..engine.api import AgentError, ToolResult, Turn
+from . import recording
 from ._common import PerLoop, body_snippet, error_detail, host_of, json_type, parse_json_body, public_url, url_secrets
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, is_connect_refused, parse_retry_after
 from .options import AdapterOptions
@@ -55,8 +56,8 @@ class HttpStepAgent:
         self.host = host_of(url)
         self.options = options
         self.__token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
-        self._clients: PerLoop[httpx.AsyncClient] = PerLoop(lambda: httpx.AsyncClient(
-            timeout=options.timeout, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)))
+        self._clients: PerLoop[httpx.AsyncClient] = PerLoop(lambda: recording.httpx_client(
+            options.timeout, httpx.Limits(max_connections=None, max_keepalive_connections=64)))
 
     def __repr__(self) -> str:
         return f"HttpStepAgent({self.name!r})"
@@ -81,6 +82,8 @@ class HttpStepAgent:
                 "tool_results": results,
                 "state": st["state"],
             }
+            if turn.tools_url is not None:  # --sandtable-serve: the service may call the world itself
+                body["tools_url"], body["mcp_url"] = turn.tools_url, turn.mcp_url
             answer = await self._post(body, f"{st['key']}/{turn_no}/{step}", turn)
             if "state" in answer:
                 st["state"] = answer["state"]

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from ..engine.api import AgentError, Turn, Usage
+from . import recording
 from ._common import (
     PerLoop,
     body_snippet,
@@ -94,8 +95,8 @@ class OpenAIChat:
         self._max_field: str | None = "max_completion_tokens" if self.host == "api.openai.com" else "max_tokens"
         self._tried_fields = {self._max_field}
         self._null_content = True
-        self._clients: PerLoop[httpx.AsyncClient] = PerLoop(lambda: httpx.AsyncClient(
-            timeout=options.timeout, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)))
+        self._clients: PerLoop[httpx.AsyncClient] = PerLoop(lambda: recording.httpx_client(
+            options.timeout, httpx.Limits(max_connections=None, max_keepalive_connections=64)))
 
     def __repr__(self) -> str:
         return f"OpenAIChat(model={self.model!r}, base_url={public_url(self.base_url)!r})"

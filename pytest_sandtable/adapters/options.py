@@ -17,3 +17,5 @@ class AdapterOptions:
     timeout: float = 60.0  # seconds per model/endpoint call
     retries: int = 4  # retries of a call where it is safe (429, 529, 5xx, dropped connections)
     run_seed: int = 0
+    # mark the stable prefix of Claude requests with cache_control (--sandtable-prompt-cache)
+    prompt_cache: bool = True

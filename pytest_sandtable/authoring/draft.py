@@ -216,7 +216,10 @@ def endpoint_of(req: DraftRequest) -> str:
 
 def make_model(req: DraftRequest) -> _Model:
     """The model client; ValueError when its key is missing (named as the adapters name it)."""
-    options = AdapterOptions(max_tokens=req.max_tokens, timeout=req.timeout, retries=req.retries)
+    # prompt caching (--sandtable-prompt-cache) is for the agents and users of a run; the
+    # drafter's requests stay as they were, since `init` has no option to turn it off
+    options = AdapterOptions(max_tokens=req.max_tokens, timeout=req.timeout, retries=req.retries,
+                             prompt_cache=False)
     return _Claude(req, options) if req.provider == "claude" else _OpenAI(req, options)
 
 

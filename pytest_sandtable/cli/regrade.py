@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .exits import EXIT_ERROR
-from .runs import _err, _merge_exit_code, _out, _prices, _summary_lines
+from .runs import _all_tasks_flag, _err, _merge_exit_code, _out, _prices, _summary_lines
 
 __all__ = ["add_subcommands"]
 
@@ -40,6 +40,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                      help="where the regraded results.json and report.html go")
     cmd.add_argument("--prices", metavar="FILE", default=None,
                      help="prices of models without built-in list prices, as the run's --sandtable-prices")
+    _all_tasks_flag(cmd)
     cmd.set_defaults(func=_regrade)
 
 
@@ -69,7 +70,8 @@ def _regrade(args: argparse.Namespace) -> int:
         write_run(regraded, args.out)
     except OSError as e:
         return _err(f"cannot write the regraded results: {e}")
-    _out([_changed_line(doc, regraded, files), *_summary_lines(regraded, f"sandtable: results in {args.out}")])
+    summary = _summary_lines(regraded, f"sandtable: results in {args.out}", args.all_tasks)
+    _out([_changed_line(doc, regraded, files), *summary])
     return _merge_exit_code(regraded)
 
 

@@ -51,6 +51,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                        help="gate: exit 1 when a tag's merged highest pass^k is below PCT percent (repeatable)")
     merge.add_argument("--prices", metavar="FILE", default=None,
                        help="prices of models without built-in list prices, as the shards' --sandtable-prices")
+    _all_tasks_flag(merge)
     merge.set_defaults(func=_merge)
 
     report = subparsers.add_parser(
@@ -61,7 +62,19 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     report.add_argument("file", metavar="RESULTS", help="a results.json, or a run folder holding one")
     report.add_argument("-o", "--out", metavar="DIR", help="where report.html goes (default: beside the results.json)")
+    _all_tasks_flag(report)
     report.set_defaults(func=_report)
+
+
+ALL_TASKS_FLAG = "--all-tasks"
+
+
+def _all_tasks_flag(command: argparse.ArgumentParser) -> None:
+    """``--all-tasks``, as pytest's ``--sandtable-all-tasks``: the summary of a run of
+    many tasks lists the passed ones too."""
+    command.add_argument(ALL_TASKS_FLAG, action="store_true", default=False,
+                         help="list every task in the summary; a run of more than 20 tasks lists only those "
+                              "that did not pass without it")
 
 
 def _err(message: str) -> int:
@@ -86,13 +99,14 @@ def _out(lines: Iterable[str]) -> None:
             pass
 
 
-def _summary_lines(doc: Mapping[str, Any], where: str | None) -> list[str]:
-    """The terminal summary of a results.json: figures, where the files are, domain files
-    that did not load, and the gate's lines as recorded."""
+def _summary_lines(doc: Mapping[str, Any], where: str | None, all_tasks: bool) -> list[str]:
+    """The terminal summary of a results.json (every task listed with ``all_tasks``):
+    figures, where the files are, domain files that did not load, and the gate's lines
+    as recorded."""
     from ..report.gates import collection_errors_line
     from ..report.terminal import render_terminal
 
-    lines = [*render_terminal(doc["summary"]), ""]
+    lines = [*render_terminal(doc["summary"], all_tasks=all_tasks, all_tasks_hint=ALL_TASKS_FLAG), ""]
     if where is not None:
         lines.append(where)
     errors = doc["run"].get("collection_errors") or []
@@ -123,7 +137,7 @@ def _merge(args: argparse.Namespace) -> int:
     except OSError as e:
         return _err(f"cannot write the merged results: {e}")
     shown = Path(args.out) if args.out else folder.relative_to(Path.cwd())
-    _out(_summary_lines(doc, f"sandtable: results in {Path(str(shown).rstrip('/'))}/"))
+    _out(_summary_lines(doc, f"sandtable: results in {Path(str(shown).rstrip('/'))}/", args.all_tasks))
     return _merge_exit_code(doc)
 
 
@@ -180,5 +194,5 @@ def _report(args: argparse.Namespace) -> int:
         path = write_report(doc, out)
     except OSError as e:
         return _err(f"cannot write report.html: {e}")
-    _out(_summary_lines(doc, f"sandtable: report in {path}"))
+    _out(_summary_lines(doc, f"sandtable: report in {path}", args.all_tasks))
     return EXIT_OK

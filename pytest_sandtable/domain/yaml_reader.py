@@ -12,22 +12,29 @@ loader can point at the exact place of a mistake.
 
 Files take a fast path when they can: libyaml's parser (when PyYAML has it) and
 data built straight from its events, with the same resolvers and constructors.
-It takes only the plain case (one mapping document; no anchors, aliases, merges,
-tags, directives, tabs or byte order marks; string keys, none twice; nesting at
-most 64 deep; nothing that libyaml and PyYAML read differently) and hands
-anything else, or any error, to the pure-Python path, which alone words the
-problems a user sees. Positions inside a list item that is a mapping or a list
-(a seed row, a tool, a task) are found when first asked for, by reading that
+It takes the plain case (one mapping document; no tags, directives, tabs or byte
+order marks; string keys, none twice; nesting at most 64 deep; nothing that libyaml
+and PyYAML read differently), anchors and aliases (an alias is its anchor's very
+value, as PyYAML makes it, and what aliases repeat is counted against
+:data:`ALIAS_VALUES_MAX` as the pure-Python path counts it) and a `<<` merge of one
+mapping; it hands anything else, or any error, to the pure-Python path, which alone
+words the problems a user sees. Positions inside a list item that is a mapping or a
+list (a seed row, a tool, a task) are found when first asked for, by reading that
 item's text with the pure-Python path, so a 100,000-row table costs no position
-records until a problem needs one. Both paths give the same data and positions
-(tests/test_yaml_fast.py compares them).
+records until a problem needs one; a position that runs through an alias or a
+merge is found by following its path through the pieces of the file it crosses
+(the item, the anchored value), each composed when asked for. Both paths give the
+same data and positions, for every value of a file of any size
+(tests/test_yaml_fast.py compares them, tests/test_big_files.py checks files past
+200,000 values).
 
 Whatever the file holds, reading it gives data or a :class:`DomainError`, never
 another exception (tests/test_fuzz_domain.py): a tag on a value of the wrong kind
 (`!!bool mini`), a control character, a lone surrogate escape (`"\\ud800"`, not text),
 an integer past Python's 4,300 digits, and aliases that repeat more than
 :data:`ALIAS_VALUES_MAX` values are each a problem at their place. The fast path
-takes none of these files, so they are all worded by the pure-Python path.
+takes none of these files (it gives up at the alias that passes the cap), so they
+are all worded by the pure-Python path.
 """
 
 from __future__ import annotations
@@ -51,10 +58,6 @@ except ImportError:  # PyYAML built without libyaml: the pure-Python path only
     _CParser = None
 
 __all__ = ["Document", "load_yaml"]
-
-# Stop recording positions (not reading) after this many nodes: a file that
-# expands aliases into millions of nodes is not a domain anyone wrote by hand.
-_NODE_BUDGET = 200_000
 
 # The most values aliases may repeat in one file (docs/spec.md, "Limits"): light use
 # (a row template merged into rows) stays far below it; an 800-byte nest of aliases
@@ -226,11 +229,21 @@ for _tag in ("bool", "float", "timestamp", "binary", "null"):
     )
 
 
-# A list item whose inner positions are recorded when first asked for: the start
-# and end of its text (character offsets), its 0-based line and column, its number
-# in the order the position walk visits values (for the node budget), and whether
-# it is in a `[ ]` list.
-_Span = tuple[int, int, int, int, int, bool]
+# A piece of the file read when first asked for (a list item, an anchored value, a
+# mapping with a merge): the start and end of its text (character offsets), its
+# 0-based line and column, and whether it is inside a `[ ]` or `{ }`.
+_Span = tuple[int, int, int, int, bool]
+
+# A piece a position is looked for in: its span, and whether it is a list item
+# (whose text may run on to the `,` or `]` after it, see _piece_text).
+_Piece = tuple[_Span, bool]
+
+# A key a mapping has only from an alias it merges (`<<: *defaults`): the anchor,
+# and the key in the anchored mapping.
+_Merged = tuple[str, str]
+
+# the most pieces one position is looked for through (aliases of aliases, merges)
+_HOPS_MAX = 64
 
 
 @dataclass
@@ -246,16 +259,30 @@ class Document:
     # the file's text and its lazily positioned items (fast path only)
     text: str = field(default="", repr=False)
     lazy: dict[PathTuple, _Span] = field(default_factory=dict, repr=False)
+    # values whose positions run through anchors elsewhere in the file (fast path
+    # only): a list item or a mapping with an alias or a `<<` merge inside (its
+    # piece), an alias (its anchor's name), a key merged from an alias; and the span
+    # of each anchored value
+    composed: dict[PathTuple, _Piece | str | _Merged] = field(default_factory=dict, repr=False)
+    anchors: dict[str, _Span] = field(default_factory=dict, repr=False)
+    _nodes: dict[_Piece, tuple[yaml.Node, int] | None] = field(default_factory=dict, repr=False)
 
     def pos(self, path: Sequence[str | int]) -> Pos | None:
         """Where the value at ``path`` is, or its nearest recorded ancestor."""
         p = tuple(path)
         if self.lazy:
             self._expand(p)
+        if self.composed:
+            found = self._locate(p)
+            if found is not None:
+                return found[0]
         while True:
-            found = self.positions.get(p)
-            if found is not None or not p:
-                return found
+            known = self.positions.get(p)
+            if known is not None or not p:
+                return known
+            span = self.lazy.get(p) if self.lazy else None
+            if span is not None:  # a lazily positioned item: where it starts
+                return Pos(span[2] + 1, span[3] + 1)
             p = p[:-1]
 
     def key_pos(self, path: Sequence[str | int]) -> Pos | None:
@@ -263,6 +290,10 @@ class Document:
         p = tuple(path)
         if self.lazy:
             self._expand(p)
+        if self.composed:
+            found = self._locate(p)
+            if found is not None:
+                return found[1] or found[0]
         return self.key_positions.get(p) or self.pos(p)
 
     def problem(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> Problem:
@@ -278,7 +309,7 @@ class Document:
 
     def _expand(self, path: PathTuple) -> None:
         """Record the positions inside the lazily positioned item on the way to ``path``
-        (an item's own position is always recorded)."""
+        (not for the item itself: :meth:`pos` has it from its span)."""
         for i in range(1, len(path)):
             span = self.lazy.pop(path[:i], None)
             if span is not None:
@@ -286,21 +317,8 @@ class Document:
                 return
 
     def _read_item(self, at: PathTuple, span: _Span) -> None:
-        # The item's text, padded to its column so that every column stays what it
-        # is in the file, read by the pure-Python path as the whole file would be;
-        # an item of a `[ ]` list inside one too (`[?x]` is a mapping there).
-        start, end, line, col, index, in_flow = span
-        text = self.text
-        if in_flow:
-            # up to the `,` or `]` after the item, where PyYAML puts a value left
-            # empty at its end (`[?x]`), read as that `]`
-            while end < len(text) and text[end] not in ",]":
-                end = text.find("\n", end) if text[end] == "#" else end + 1
-                if end < 0:
-                    end = len(text)
-            body, line, index = f"[\n{' ' * col}{text[start:end]}]", line - 1, index - 1
-        else:
-            body = " " * col + text[start:end]
+        # The item read by the pure-Python path as the whole file would be.
+        body, line, wrapped = _piece_text(self.text, span, item=True)
         loader = _Loader(body)
         try:
             node = loader.get_single_node()
@@ -308,20 +326,188 @@ class Document:
                 return
             data = loader.construct_document(node)
             sub = Document(data=data, filename=self.filename)
-            walker = _Walker(loader, sub)
-            walker.budget = _NODE_BUDGET - index
-            walker.walk(node, data, ())
+            _Walker(loader, sub).walk(node, data, ())
         except (yaml.YAMLError, RecursionError):  # pragma: no cover - as above
             return
         finally:
             loader.dispose()
-        skip = 2 if in_flow else 1  # the item itself, and the `[ ]` around it
+        self.positions[at] = Pos(span[2] + 1, span[3] + 1)
+        skip = 2 if wrapped else 1  # the item itself, and the `[ ]` around it
         for p, pos in sub.positions.items():
             if len(p) >= skip:
                 self.positions[at + p[skip - 1 :]] = Pos(pos.line + line, pos.col)
         for p, pos in sub.key_positions.items():
             if len(p) >= skip:
                 self.key_positions[at + p[skip - 1 :]] = Pos(pos.line + line, pos.col)
+
+    def _locate(self, path: PathTuple) -> tuple[Pos | None, Pos | None] | None:
+        """Where the value at ``path`` (or its deepest ancestor) and its key are, when
+        the path runs through an alias or a merge (else None).
+
+        The path is followed through the nodes of the pieces of the file it crosses,
+        as the pure-Python walk follows it: an alias is its anchor's node (so it is
+        where its anchor is), and a mapping's own keys win over what its `<<` brings
+        in. Only those pieces are composed, so a problem in a big file costs
+        milliseconds, not a second reading of the file."""
+        for i in range(len(path) + 1):
+            found_entry = self.composed.get(path[:i])
+            if found_entry is not None:
+                break
+        else:
+            return None
+        steps = path[i:]
+        key = self.key_positions.get(path[:i])  # recorded when the fast path read it
+        merged_into: Pos | None = None  # the mapping whose `<<` is being looked in
+        entry: _Piece | str
+        if isinstance(found_entry, tuple) and isinstance(found_entry[0], str):
+            # a key merged from an alias: the key in the anchored mapping
+            entry, steps = found_entry[0], (found_entry[1], *steps)
+        else:
+            entry = found_entry  # type: ignore[assignment]
+        for _ in range(_HOPS_MAX):
+            piece = (self.anchors[entry], False) if isinstance(entry, str) else entry
+            found = self._piece_node(piece)
+            if found is None:  # pragma: no cover - the fast path read this piece
+                return None
+            value, last_key, depth, hop = _follow(found[0], steps, found[1])
+            if merged_into is not None and depth == 0 and hop is None and steps:
+                return merged_into, None  # a key neither the mapping nor its merge has
+            if depth:
+                key = last_key
+            if hop is None:
+                return value, key if depth == len(steps) else None
+            entry, merges = hop
+            merged_into = value if merges else None
+            steps = steps[depth:]
+        return None  # pragma: no cover - the fast path refuses recursive aliases
+
+    def _piece_node(self, piece: _Piece) -> tuple[yaml.Node, int] | None:
+        """A piece's node, composed when first asked for, with the lines before it."""
+        if piece not in self._nodes:
+            body, line, wrapped = _piece_text(self.text, piece[0], item=piece[1])
+            loader = _PieceLoader(body)
+            try:
+                node = loader.get_single_node()
+                if wrapped and isinstance(node, yaml.SequenceNode) and node.value:
+                    node = node.value[0]
+                self._nodes[piece] = None if node is None else (node, line)
+            except (yaml.YAMLError, RecursionError):  # pragma: no cover - the fast path read it
+                self._nodes[piece] = None
+            finally:
+                loader.dispose()
+        return self._nodes[piece]
+
+
+def _piece_text(text: str, span: _Span, *, item: bool) -> tuple[str, int, bool]:
+    """A piece's text, padded to its column so that every column stays what it is in
+    the file, read by the pure-Python path as the whole file would be; one inside a
+    `[ ]` or `{ }` inside a `[ ]` too (`[?x]` is a mapping there). Returns the text,
+    the lines before the piece, and whether it is wrapped in a `[ ]`."""
+    start, end, line, col, in_flow = span
+    if not in_flow:
+        return " " * col + text[start:end], line, False
+    if item:
+        # up to the `,` or `]` after the item, where PyYAML puts a value left
+        # empty at its end (`[?x]`), read as that `]`
+        while end < len(text) and text[end] not in ",]":
+            end = text.find("\n", end) if text[end] == "#" else end + 1
+            if end < 0:
+                end = len(text)
+    return f"[\n{' ' * col}{text[start:end]}]", line - 1, True
+
+
+class _Outside(yaml.ScalarNode):
+    """An alias to an anchor outside the piece of the file being read."""
+
+    def __init__(self, anchor: str, start_mark: yaml.Mark, end_mark: yaml.Mark) -> None:
+        super().__init__("tag:yaml.org,2002:null", "", start_mark, end_mark)
+        self.anchor = anchor
+
+
+class _PieceLoader(_Loader):
+    """Composes a piece of the file, whose aliases may name anchors outside it."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if event.anchor not in self.anchors:
+                self.get_event()  # type: ignore[no-untyped-call]
+                return _Outside(str(event.anchor), event.start_mark, event.end_mark)
+        return super().compose_node(parent, index)
+
+
+def _follow(
+    node: yaml.Node, steps: PathTuple, line: int
+) -> tuple[Pos | None, Pos | None, int, tuple[str, bool] | None]:
+    """Follow ``steps`` down from ``node`` (of a piece ``line`` lines into the file).
+
+    Returns where the deepest node found is, the key of the last step taken, how many
+    steps were taken, and, when the rest is in another piece, the anchor to go on in
+    and whether it is a `<<` merge (the next step is looked for in it) or an alias
+    (the anchor's value is the value reached)."""
+
+    def at(mark: yaml.Mark) -> Pos:
+        return Pos(mark.line + 1 + line, mark.column + 1)
+
+    key: Pos | None = None
+    for depth, step in enumerate(steps):
+        if isinstance(node, _Outside):
+            return None, key, depth, (node.anchor, False)
+        found = _child(node, step)
+        if found is None:
+            merge = _merged_from_outside(node) if isinstance(step, str) else None
+            return at(node.start_mark), None, depth, None if merge is None else (merge, True)
+        key_node, node = found
+        key = None if key_node is None else at(key_node.start_mark)
+    if isinstance(node, _Outside):
+        return None, key, len(steps), (node.anchor, False)
+    return at(node.start_mark), key, len(steps), None
+
+
+def _child(node: yaml.Node, step: str | int) -> tuple[yaml.Node | None, yaml.Node] | None:
+    """The key node (None in a list) and the value node one step down, or None. A
+    mapping's `<<` merge of a mapping in the same piece counts, one from outside is
+    for :func:`_merged_from_outside`."""
+    if isinstance(node, yaml.SequenceNode):
+        if isinstance(step, int) and 0 <= step < len(node.value):
+            return None, node.value[step]
+        return None
+    if not isinstance(node, yaml.MappingNode) or not isinstance(step, str):
+        return None
+    found = None
+    for key, value in _merged_pairs(node):
+        if isinstance(key, yaml.ScalarNode) and key.value == step:
+            found = key, value
+    return found
+
+
+def _merge_source(node: yaml.MappingNode) -> yaml.Node | None:
+    """What a mapping's `<<` merges (the fast path takes one mapping), or None."""
+    for key, value in node.value:
+        if key.tag == _MERGE_TAG:
+            if isinstance(value, yaml.SequenceNode) and len(value.value) == 1:
+                value = value.value[0]
+            return value if isinstance(value, yaml.Node) else None
+    return None
+
+
+def _merged_from_outside(node: yaml.Node) -> str | None:
+    """The anchor a mapping's `<<` merges when it is outside the piece, or None."""
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    source = _merge_source(node)
+    return source.anchor if isinstance(source, _Outside) else None
+
+
+def _merged_pairs(node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
+    """A mapping's pairs with its `<<` merge flattened as PyYAML's constructor does
+    (SafeConstructor.flatten_mapping), without changing the node: in a file the fast
+    path reads, one mapping without a merge of its own, before the mapping's own."""
+    own = [(key, value) for key, value in node.value if key.tag != _MERGE_TAG]
+    source = _merge_source(node)
+    if isinstance(source, yaml.MappingNode):
+        return [*source.value, *own]
+    return own
 
 
 def _pos(mark: yaml.Mark) -> Pos:
@@ -431,19 +617,24 @@ def _alias_past_cap(
         repeated += sizes[id(node)]
         if repeated <= ALIAS_VALUES_MAX:
             return None
-        return Problem(
-            filename,
-            mark.line + 1,
-            mark.column + 1,
-            format_path(path),
-            f"alias *{clip(anchor)} repeats {sizes[id(node)]:,} values and takes the file past "
-            f"{ALIAS_VALUES_MAX:,} values repeated by aliases, the most a domain file may have; "
-            "write the values out, or use fewer aliases",
-        )
+        return _past_cap(filename, mark, path, anchor, sizes[id(node)])
 
     found = find(root, ())
     assert found is not None, "aliases repeat more than the cap, so one of them passes it"
     return found
+
+
+def _past_cap(filename: str, mark: Any, path: PathTuple, anchor: str, size: int) -> Problem:
+    """The problem at the alias that takes what aliases repeat past the cap."""
+    return Problem(
+        filename,
+        mark.line + 1,
+        mark.column + 1,
+        format_path(path),
+        f"alias *{clip(anchor)} repeats {size:,} values and takes the file past "
+        f"{ALIAS_VALUES_MAX:,} values repeated by aliases, the most a domain file may have; "
+        "write the values out, or use fewer aliases",
+    )
 
 
 def _children(node: yaml.Node) -> list[tuple[str | int | None, yaml.Node]]:
@@ -472,12 +663,10 @@ def _find_duplicates(root: yaml.Node, filename: str) -> list[Problem]:
     legitimately override keys)."""
     problems: list[Problem] = []
     stack: set[int] = set()
-    budget = [_NODE_BUDGET]
 
     def walk(node: yaml.Node, path: PathTuple) -> None:
-        if id(node) in stack or budget[0] <= 0:
+        if id(node) in stack:
             return
-        budget[0] -= 1
         stack.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
@@ -527,7 +716,6 @@ class _Walker:
         self.doc = doc
         self.fatal: list[Problem] = []
         self.stack: set[int] = set()
-        self.budget = _NODE_BUDGET
 
     def _fail(self, node: yaml.Node, path: PathTuple, message: str) -> None:
         m = node.start_mark
@@ -537,19 +725,17 @@ class _Walker:
         if id(data) in self.stack and isinstance(data, (dict, list)):
             self._fail(node, path, "a value may not contain itself (recursive alias)")
             return
-        # past the budget, positions are no longer recorded, but every value is
-        # still checked: one the domain cannot hold must never get through
-        recorded = self.budget > 0
-        if recorded:
-            self.budget -= 1
-            self.doc.positions[path] = _pos(node.start_mark)
+        # every value's position, however big the file: aliases repeat at most
+        # ALIAS_VALUES_MAX values (checked before this walk), so there are at most
+        # that many more than the file has nodes
+        self.doc.positions[path] = _pos(node.start_mark)
         if isinstance(data, str):
             if _SURROGATE.search(data):
                 self._fail(node, path, _surrogate_message(data))
         elif isinstance(node, yaml.MappingNode) and isinstance(data, dict):
             self.stack.add(id(data))
             try:
-                self._mapping(node, data, path, recorded)
+                self._mapping(node, data, path)
             finally:
                 self.stack.discard(id(data))
         elif isinstance(node, yaml.SequenceNode) and isinstance(data, list):
@@ -569,7 +755,7 @@ class _Walker:
                 "booleans, null, lists and mappings",
             )
 
-    def _mapping(self, node: yaml.MappingNode, data: dict[Any, Any], path: PathTuple, recorded: bool) -> None:
+    def _mapping(self, node: yaml.MappingNode, data: dict[Any, Any], path: PathTuple) -> None:
         # after `<<` merges are flattened, a later pair with the same key wins,
         # as it does in `data`; record positions in that order
         for key_node, value_node in node.value:
@@ -591,8 +777,7 @@ class _Walker:
             if key not in data:
                 continue
             child = (*path, key)
-            if recorded:  # the keys of a mapping whose own position is recorded
-                self.doc.key_positions[child] = _pos(key_node.start_mark)
+            self.doc.key_positions[child] = _pos(key_node.start_mark)
             self.walk(value_node, data[key], child)
 
 
@@ -622,6 +807,18 @@ def _article(value: Any) -> str:
 
 class _GiveUp(Exception):
     """The fast path does not handle this file; the pure-Python path will."""
+
+
+class _PastCap(Exception):
+    """Aliases repeat more than :data:`ALIAS_VALUES_MAX` values: read again with every
+    path followed, to say where (:func:`_fast_load`)."""
+
+
+class _Discard(dict[PathTuple, Pos]):
+    """Positions not kept (the second reading of a file past the alias cap)."""
+
+    def __setitem__(self, key: PathTuple, value: Pos) -> None:
+        pass
 
 
 # deeper files go the pure-Python way, which words "nested too deeply"
@@ -681,17 +878,25 @@ def _plain(value: str) -> Any:
 class _Frame:
     """A mapping or list being read."""
 
-    __slots__ = ("data", "flow", "is_map", "item", "path", "recorded", "span")
+    __slots__ = (
+        "anchor", "composed", "data", "flow", "in_flow", "is_map", "item", "mark", "merge_anchor", "merges", "owner",
+        "path", "start",
+    )  # fmt: skip
 
-    def __init__(self, data: Any, path: PathTuple | None, recorded: bool, flow: bool = False) -> None:
+    def __init__(self, data: Any, path: PathTuple | None, owner: _Frame | None, mark: Any, in_flow: bool) -> None:
         self.data = data
         self.is_map = isinstance(data, dict)
-        self.flow = flow  # a `{ }` or `[ ]`
-        self.path = path  # None inside a lazily positioned item
-        self.recorded = recorded  # within the node budget
-        self.item: PathTuple = ()  # a lazily positioned item's path
-        # its start, line, column, number, and whether it is in a `[ ]`
-        self.span: tuple[int, int, int, int, bool] | None = None
+        self.mark = mark  # where it starts
+        self.flow = False  # a `{ }` or `[ ]`
+        self.in_flow = in_flow  # inside one
+        self.path = path  # None inside a lazily positioned item and inside a merge
+        self.owner = owner  # the lazily positioned item this is in, if any
+        self.item: PathTuple | None = None  # a lazily positioned item's path
+        self.composed = False  # an alias or a merge inside: positioned through them
+        self.merges: list[Any] = []  # the values of its `<<` keys
+        self.merge_anchor: str | None = None  # the anchor its `<<` is an alias of
+        self.anchor: str | None = None  # its anchor, and the values read before it
+        self.start = 0
 
 
 def _fast_load(text: str, filename: str) -> Document | None:
@@ -706,20 +911,57 @@ def _fast_load(text: str, filename: str) -> Document | None:
         return None
     try:
         return _fast_read(parser, text, filename)
+    except _PastCap:
+        pass
     except Exception:  # _GiveUp, a YAML error, anything: the pure-Python path decides
         return None
     finally:
         parser.dispose()
+    # Past the alias cap: found as the file is read, without building what the
+    # aliases stand for; read it again following every path (which a big file's
+    # rows are not, for speed) to say at which alias, as the pure-Python path would.
+    parser = _CParser(text)
+    try:
+        _fast_read(parser, text, filename, every_path=True)
+    except DomainError:
+        raise
+    except Exception:  # pragma: no cover - it was read once already
+        return None
+    finally:
+        parser.dispose()
+    return None  # pragma: no cover - as above
 
 
-def _fast_read(parser: Any, text: str, filename: str) -> Document:
+def _merge(frame: _Frame, merged: set[int]) -> None:
+    """Put a mapping's `<<` merge under its own keys, as PyYAML's constructor does
+    (SafeConstructor.flatten_mapping): the merged mapping's keys first, its own keys
+    winning. Only one mapping, itself without a merge: where several meet, PyYAML's
+    versions order and pick keys differently, so the pure-Python path reads those."""
+    (source,) = frame.merges
+    if type(source) is list and len(source) == 1:
+        source = source[0]
+    if type(source) is not dict or id(source) in merged:
+        raise _GiveUp
+    own = dict(frame.data)
+    frame.data.clear()
+    frame.data.update(source)
+    frame.data.update(own)
+    merged.add(id(frame.data))
+
+
+def _fast_read(parser: Any, text: str, filename: str, *, every_path: bool = False) -> Document:
     """Build the data from libyaml's events, recording the positions the pure-Python
-    walk records, in the same order (which the node budget counts)."""
+    walk records. Anchors and aliases are read as PyYAML's constructor reads them (an
+    alias is its anchor's very value), counting what aliases repeat as
+    :func:`_check_aliases` counts it. Past :data:`ALIAS_VALUES_MAX` it raises
+    :class:`_PastCap`; with ``every_path`` (the path of every value followed, none
+    positioned), :class:`DomainError` with the problem."""
     get = parser.get_event
     ev: Any
     scalar = yaml.ScalarEvent
     mapping_start, mapping_end = yaml.MappingStartEvent, yaml.MappingEndEvent
     sequence_start, sequence_end = yaml.SequenceStartEvent, yaml.SequenceEndEvent
+    alias = yaml.AliasEvent
     rules = _RULES
     end = len(text)
     if type(get()) is not yaml.StreamStartEvent:
@@ -731,58 +973,88 @@ def _fast_read(parser: Any, text: str, filename: str) -> Document:
     if type(ev) is not mapping_start or ev.anchor is not None or ev.tag is not None:
         raise _GiveUp
     doc = Document(data={}, filename=filename, text=text)
+    if every_path:
+        doc.positions, doc.key_positions = _Discard(), _Discard()
     positions, key_positions, lazy = doc.positions, doc.key_positions, doc.lazy
-    budget = _NODE_BUDGET
+    composed, spans = doc.composed, doc.anchors
     mark: Any = ev.start_mark
     positions[()] = Pos(mark.line + 1, mark.column + 1)
-    n = 1  # values seen, in the order the position walk visits them
-    stack = [_Frame(doc.data, (), True)]
+    # the nodes read (keys and values, each alias as many as its anchor stands for),
+    # what aliases repeated, and each anchor's value with its number of nodes
+    nodes = 1
+    repeated = 0
+    anchors: dict[str, tuple[Any, int]] = {}
+    merged: set[int] = set()  # the mappings with a merge
+    stack = [_Frame(doc.data, (), None, ev.start_mark, False)]
     while stack:
         top = stack[-1]
         ev = get()
         t = type(ev)
         path: PathTuple | None
-        if top.is_map:
-            if t is mapping_end:
-                stack.pop()
-                if top.span is not None:
-                    start, line, col, number, in_flow = top.span
-                    lazy[top.item] = (start, ev.end_mark.index, line, col, number, in_flow)
+        merging = False
+        if t is mapping_end or t is sequence_end:
+            stack.pop()
+            own = list(top.data) if top.merges else []
+            if top.merges:
+                _merge(top, merged)
+            if top.item is None and top.anchor is None and not top.composed:
                 continue
+            mark = top.mark
+            span = (mark.index, ev.end_mark.index, mark.line, mark.column, top.in_flow)
+            if top.anchor is not None:
+                anchors[top.anchor] = (top.data, nodes - top.start)
+                spans[top.anchor] = span
+            if top.item is not None:
+                if top.composed:
+                    composed[top.item] = (span, True)
+                else:
+                    lazy[top.item] = span
+            elif top.composed and top.path is not None:  # a mapping with a merge
+                if top.merge_anchor is None:  # of a mapping written in it
+                    composed[top.path] = (span, False)
+                else:  # of an alias: the keys it brings in are the anchor's
+                    for merged_key in top.data.keys() - set(own):
+                        composed[(*top.path, merged_key)] = (top.merge_anchor, merged_key)
+            continue
+        if top.is_map:
             # a key, then its value
             if t is not scalar or ev.anchor is not None or ev.tag is not None:
                 raise _GiveUp
+            nodes += 1
             name: str = ev.value
             if ev.style in ("|", ">") or (top.flow and ev.implicit[0] and "?" in name):
                 raise _GiveUp
-            if ev.implicit[0] and (not name or name[0] in rules) and _plain(name) is not name:
-                raise _GiveUp  # a key that is not a string
-            if name in top.data:
-                raise _GiveUp  # a duplicate key
-            key: str | int = name
-            path = top.path
-            if path is not None:
-                path = (*path, key)
-                if top.recorded:
+            if ev.implicit[0] and name == "<<":
+                # a merge: what it brings in is positioned from the file's nodes
+                if top.merges:
+                    raise _GiveUp  # a second `<<` in one mapping
+                merging = True
+                if top.path is not None:
+                    top.composed = True
+                elif top.owner is not None:
+                    top.owner.composed = True
+                path = (*top.path, name) if every_path and top.path is not None else None
+            else:
+                if ev.implicit[0] and (not name or name[0] in rules) and _plain(name) is not name:
+                    raise _GiveUp  # a key that is not a string
+                if name in top.data:
+                    raise _GiveUp  # a duplicate key
+                path = top.path
+                if path is not None:
+                    path = (*path, name)
                     mark = ev.start_mark
                     key_positions[path] = Pos(mark.line + 1, mark.column + 1)
+            key: str | int = name
             ev = get()
             t = type(ev)
         else:
-            if t is sequence_end:
-                stack.pop()
-                if top.span is not None:
-                    start, line, col, number, in_flow = top.span
-                    lazy[top.item] = (start, ev.end_mark.index, line, col, number, in_flow)
-                continue
             key = len(top.data)
             path = None if top.path is None else (*top.path, key)
-        number = n
-        n += 1
         value: Any
         if t is scalar:
-            if ev.anchor is not None or ev.tag is not None:
+            if ev.tag is not None or merging:
                 raise _GiveUp
+            nodes += 1
             value = ev.value
             if ev.style in ("|", ">") and not _BLOCK_HEADER.match(text, ev.start_mark.index):
                 raise _GiveUp
@@ -795,28 +1067,62 @@ def _fast_read(parser: Any, text: str, filename: str) -> Document:
                     # a file without a last newline (on a line of its own)
                     raise _GiveUp
                 value = _plain(value)
-            if path is not None and number < budget:
+            if ev.anchor is not None:
+                if ev.anchor in anchors:
+                    raise _GiveUp  # an anchor defined again: the pure-Python path reads it
+                anchors[ev.anchor] = (value, 1)
+                mark = ev.start_mark
+                spans[ev.anchor] = (mark.index, ev.end_mark.index, mark.line, mark.column, top.flow)
+            if path is not None:
                 mark = ev.start_mark
                 positions[path] = Pos(mark.line + 1, mark.column + 1)
         elif t is mapping_start or t is sequence_start:
-            if ev.anchor is not None or ev.tag is not None or len(stack) >= _FAST_MAX_DEPTH:
+            if ev.tag is not None or len(stack) >= _FAST_MAX_DEPTH:
                 raise _GiveUp
             value = {} if t is mapping_start else []
-            recorded = number < budget
-            frame = _Frame(value, path, recorded, bool(ev.flow_style))
+            frame = _Frame(value, path, top.owner, ev.start_mark, top.flow)
+            frame.flow = bool(ev.flow_style)
+            if ev.anchor is not None:
+                if ev.anchor in anchors:
+                    raise _GiveUp
+                frame.anchor, frame.start = ev.anchor, nodes
+            nodes += 1
             if path is not None:
                 mark = ev.start_mark
-                if recorded:
+                if top.is_map:
                     positions[path] = Pos(mark.line + 1, mark.column + 1)
-                if not top.is_map:
-                    # an item of a list (a seed row, a tool, a task): what is inside
-                    # it is positioned when a problem asks
+                elif not every_path:
+                    # an item of a list (a seed row, a tool, a task): where it is and
+                    # what is inside it are positioned when a problem asks
                     frame.path = None
-                    if recorded:
-                        frame.item = path
-                        frame.span = (mark.index, mark.line, mark.column, number, top.flow)
+                    frame.owner = frame
+                    frame.item = path
             stack.append(frame)
-        else:  # an alias
+            if merging:
+                top.merges.append(value)
+                continue
+        elif t is alias:
+            # the anchor's own value (PyYAML shares it too), positioned where the
+            # anchor is; an anchor not yet complete is a recursive alias
+            found = anchors.get(ev.anchor)
+            if found is None:
+                raise _GiveUp
+            value, size = found
+            nodes += size
+            repeated += size
+            if repeated > ALIAS_VALUES_MAX:
+                if not every_path:
+                    raise _PastCap
+                raise DomainError([_past_cap(filename, ev.start_mark, path or (), ev.anchor, size)])
+            if merging:
+                top.merges.append(value)
+                top.merge_anchor = ev.anchor
+                continue
+            if path is not None:
+                composed[path] = ev.anchor
+            elif top.owner is not None:
+                top.owner.composed = True
+        else:
             raise _GiveUp
         if top.is_map:
             top.data[key] = value

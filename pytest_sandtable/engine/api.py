@@ -125,6 +125,10 @@ class Turn:
     state: dict[str, Any]
     _call: Callable[[str, Any], ToolResult] = field(repr=False)
     usage: Usage = field(default_factory=Usage)
+    # with --sandtable-serve, where this trial's world is served (docs/serve.md): the
+    # REST routes' base (POST {tools_url}/<tool>) and the MCP endpoint; None otherwise
+    tools_url: str | None = None
+    mcp_url: str | None = None
 
     def call_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """Run a tool of the domain. ``arguments`` may be a dict or JSON text.

@@ -70,6 +70,9 @@ class TrialResult:
     # (schema 1.2) who likely owns a failure: {"owner": "agent" | "task" | "user",
     # "evidence": why}; None for a trial that passed or errored
     attribution: dict[str, str] | None = None
+    # every model call of the trial was replayed from a recording (--sandtable-record,
+    # docs/recording.md): its usage is as recorded, and it cost nothing now
+    replayed: bool = False
 
     @property
     def passed(self) -> bool:

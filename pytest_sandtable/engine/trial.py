@@ -8,7 +8,8 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from ..domain.conditions import format_value
@@ -36,6 +37,12 @@ from .tools import ArgError, coerce_args, plain_arguments, run_checks, run_ops, 
 from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
+
+ToolCaller = Callable[[str, Any], ToolResult]
+ServeHook = Callable[[list[ToolSpec], ToolCaller, str], AbstractAsyncContextManager[tuple[str, str]]]
+"""Serves a trial's world while its block runs (``pytest_sandtable.serve.serve_world``):
+given the tools, the function every served call goes through and the trial's id, it
+yields the REST base URL and the MCP URL. The engine never imports a server."""
 
 
 class _DomainBug(EngineStop):
@@ -100,6 +107,11 @@ class _Trial:
         self.handed_off = False
         self.closed = False
         self.lock = threading.Lock()
+        # an engine stop raised by a call that came over the served world (--sandtable-serve):
+        # it cannot go up the agent's stack from the server, so the agent's turn raises it
+        self.stop: EngineStop | None = None
+        self.tools_url: str | None = None
+        self.mcp_url: str | None = None
         # the text conversation as agents' APIs see it, kept as the transcript grows
         self.conversation: list[dict[str, str]] = []
 
@@ -110,6 +122,23 @@ class _Trial:
             if self.closed:
                 return ToolResult(False, error=410, message="the trial is over")
             return self._call_tool(name, raw)
+
+    def served_call(self, name: str, raw: Any) -> ToolResult:
+        """A call that came over the served world: :meth:`call_tool` itself, but a stop it
+        raises (a domain bug, a tool loop) is kept for the agent's turn to raise, and the
+        caller (the server) gets an error; after a stop, calls change nothing."""
+        if self.stop is not None:
+            return ToolResult(False, error=409, message="the turn was stopped; this call was not run")
+        try:
+            return self.call_tool(name, raw)
+        except EngineStop as e:
+            self.stop = e
+            return ToolResult(False, error=500, message="the turn was stopped; this call was not run")
+
+    def raise_stop(self) -> None:
+        """Raise the stop a served call met during the agent's turn, if one did."""
+        if self.stop is not None:
+            raise self.stop
 
     def _call_tool(self, name: str, raw: Any) -> ToolResult:
         self.calls_this_turn += 1
@@ -289,10 +318,13 @@ class _Dialogue:
             state=self.agent_state,
             _call=t.call_tool,
             usage=self.agent_usage,
+            tools_url=t.tools_url,
+            mcp_url=t.mcp_url,
         )
         t0 = time.perf_counter()
         try:
             reply = await invoke(self.agent, turn, self.deadline.left())
+            t.raise_stop()  # a served call of this turn met a domain bug or the tool budget
         except _DomainBug as e:
             self.error = str(e)
             self.ended_by = "domain_error"
@@ -339,6 +371,25 @@ class _Dialogue:
 
     def _trial_timeout(self) -> str:
         return f"the trial timeout of {format_value(self.deadline.seconds)}s"
+
+
+async def _talk(t: _Trial, talk: _Dialogue, serve: ServeHook | None) -> str | None:
+    """The conversation, with the world served while it runs when ``serve`` is given (the
+    server stops when it ends, whatever happens); why the trial errored, if it did."""
+    if serve is None:
+        await talk.run()
+        return talk.error
+    try:
+        served = serve(t.tools, t.served_call, t.info.trial_id)
+        t.tools_url, t.mcp_url = await served.__aenter__()
+    except Exception as e:  # the port is in use, the server did not start: this trial only
+        return f"the trial's world could not be served: {e}"
+    try:
+        await talk.run()
+    finally:
+        t.close()  # before the server stops: a call still in flight gets 410 and changes nothing
+        await served.__aexit__(None, None, None)
+    return talk.error
 
 
 def _rule_checks(violations: list[Violation]) -> list[Check]:
@@ -392,16 +443,18 @@ async def arun_trial(
     user_name: str = "",
     trial_timeout: float | None = None,
     location: str = "",
+    serve: ServeHook | None = None,
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
     agent's failures fail the trial with a `runtime` check; the simulated user's
     failures and domain bugs make it errored. A failed trial carries its likely owner
-    (:mod:`.attribution`)."""
+    (:mod:`.attribution`). With ``serve``, the trial's world is served while it runs
+    (``turn.tools_url`` / ``turn.mcp_url``); a world that cannot be served errors the trial."""
     if isinstance(task, str):
         task = domain.task(task)
     result = await _graded_trial(
         domain, task, agent, user, trial=trial, k=k, run_seed=run_seed, agent_name=agent_name,
-        user_name=user_name, trial_timeout=trial_timeout, location=location,
+        user_name=user_name, trial_timeout=trial_timeout, location=location, serve=serve,
     )
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
@@ -456,6 +509,7 @@ async def _graded_trial(
     user_name: str = "",
     trial_timeout: float | None = None,
     location: str = "",
+    serve: ServeHook | None = None,
 ) -> TrialResult:
     """:func:`arun_trial` without the attribution (the reference replay is one of these)."""
     # The engine binds its own reference agent to the task, so this is a check of its class,
@@ -475,8 +529,7 @@ async def _graded_trial(
         error = f"the task's given could not be applied: {e}"
     baseline = t.world.savepoint()
     if error is None:
-        await talk.run()
-        error = talk.error
+        error = await _talk(t, talk, serve)
     t.close()
 
     checks = talk.runtime + _rule_checks(t.violations)

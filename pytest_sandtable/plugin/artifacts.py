@@ -211,7 +211,7 @@ class Recorder:
             from ..report.terminal import render_terminal
 
             terminalreporter.section("sandtable")
-            for line in render_terminal(report.results["summary"]):
+            for line in render_terminal(report.results["summary"], all_tasks=self.run.all_tasks):
                 terminalreporter.write_line(line)
         outcome = yield
         if report is not None:

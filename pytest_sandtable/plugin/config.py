@@ -12,6 +12,7 @@ modules that check a prices file or a gate value load only when one is given.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +52,21 @@ def add_options(parser: pytest.Parser) -> None:
                     help="timeout of a whole trial (ini: sandtable_trial_timeout; default 900)")
     group.addoption("--sandtable-retries", type=int, default=None, metavar="N",
                     help="retries of a model or endpoint call where safe (default 4)")
+    group.addoption("--sandtable-prompt-cache", default=None, metavar="on|off",
+                    help="mark the stable prefix of claude:<model> requests (tools, system prompt, history) "
+                         "for Anthropic's prompt cache (ini: sandtable_prompt_cache; default on)")
     group.addoption("--sandtable-prices", default=None, metavar="FILE",
                     help="a YAML or JSON file of per-model prices for models without built-in list prices")
     group.addoption("--sandtable-concurrency", type=int, default=None, metavar="N",
                     help="trials in flight at once in one pytest process (ini: sandtable_concurrency; default 1)")
     group.addoption("--sandtable-out", default=None, metavar="DIR",
                     help="where results.json and report.html go (default .sandtable/runs/<timestamp>-<domain>/)")
+    group.addoption("--sandtable-cache-dir", default=None, metavar="DIR",
+                    help="where built domain files are kept for later processes and xdist workers, or 'off' "
+                         "(ini: sandtable_cache_dir; default: sandtable-domains in pytest's cache folder)")
+    group.addoption("--sandtable-all-tasks", action="store_true", default=False,
+                    help="list every task in the terminal summary; a run of more than 20 tasks lists only "
+                         "those that did not pass unless this or -v is given")
     group.addoption("--sandtable-fail-under", type=float, default=None, metavar="PCT",
                     help="gate: fail the run when the highest pass^k is below PCT percent (0-100, e.g. 85)")
     group.addoption("--sandtable-floor", action="append", default=[], metavar="TAG=PCT",
@@ -73,6 +83,19 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-max-drop", default=None, metavar="PCT",
                     help="gate: fail the run when pass^k over the tasks in both runs drops more than PCT points "
                          "from --sandtable-baseline")
+    group.addoption("--sandtable-serve", action="store_true", default=False,
+                    help="serve each trial's world on 127.0.0.1 over REST and MCP for agents that call their "
+                         "tools themselves (turn.tools_url, turn.mcp_url; needs the 'serve' extra)")
+    group.addoption("--sandtable-serve-port", type=int, default=None, metavar="PORT",
+                    help="with --sandtable-serve: serve on this port instead of a free one per trial "
+                         "(for an agent whose tool URL is fixed; needs --sandtable-concurrency 1 and no -n)")
+    group.addoption("--sandtable-record", default=None, metavar="MODE",
+                    help="record model calls and replay them (docs/recording.md): 'none' replays only, 'once' "
+                         "records trials that have no recording, 'new_episodes' records what has none, 'all' "
+                         "records everything again (default: off, every call live)")
+    group.addoption("--sandtable-cassettes", default=None, metavar="DIR",
+                    help="with --sandtable-record: where recordings are kept, as DIR/<domain>/<task>.json "
+                         "(default: a cassettes folder beside each domain file)")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -81,6 +104,9 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent)", default="reference")
     parser.addini("sandtable_user", "the simulated user (see --sandtable-user)", default="scripted")
     parser.addini("sandtable_seed", "run seed", default="0")
+    parser.addini("sandtable_cache_dir", "where built domain files are kept, or off (see --sandtable-cache-dir)",
+                  default="")
+    parser.addini("sandtable_prompt_cache", "prompt caching of claude:<model> requests: on or off", default="on")
 
 
 @dataclass(frozen=True)
@@ -111,6 +137,15 @@ class RunConfig:
     fail_under: float | None  # percent
     floors: Mapping[str, float]  # tag -> percent
     baseline: Baseline | None = None  # --sandtable-baseline and the options that go with it
+    record: str | None = None  # --sandtable-record: none | once | new_episodes | all; None: off
+    cassettes: Path | None = None  # --sandtable-cassettes, resolved; None: beside each domain file
+    serve: bool = False  # --sandtable-serve: each trial's world served over REST and MCP
+    serve_port: int = 0  # --sandtable-serve-port; 0: a free port per trial
+    prompt_cache: bool = True  # --sandtable-prompt-cache: cache_control on claude:<model> requests
+    all_tasks: bool = False  # --sandtable-all-tasks or -v: the terminal summary lists every task
+    # --sandtable-cache-dir: where built domains are kept (None: pytest's cache folder, if on)
+    domain_cache_dir: Path | None = None
+    domain_cache: bool = True  # False: --sandtable-cache-dir=off
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -140,7 +175,11 @@ class RunConfig:
         prices = _prices(prices_file) if prices_file else None
         fail_under, floors = _gates(config)
         baseline = _baseline(config)
+        record, cassettes = _record(config)
+        serve, serve_port = _serve(config, concurrency)
+        prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
+        domain_cache, domain_cache_dir = _domain_cache(config)
         return cls(
             k=k,
             agent=str(_opt(config, "agent")),
@@ -162,6 +201,14 @@ class RunConfig:
             fail_under=fail_under,
             floors=floors,
             baseline=baseline,
+            record=record,
+            cassettes=cassettes,
+            serve=serve,
+            serve_port=serve_port,
+            prompt_cache=prompt_cache,
+            all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
+            domain_cache_dir=domain_cache_dir,
+            domain_cache=domain_cache,
         )
 
 
@@ -185,6 +232,78 @@ def _number(config: pytest.Config, name: str, kind: type[_N], minimum: float, *,
     if value != value or value < minimum:  # NaN, or below the least it may be
         raise pytest.UsageError(f"{where}: expected at least {minimum:g}, got {raw}")
     return value
+
+
+def _on_off(config: pytest.Config, name: str) -> bool:
+    """``on`` or ``off`` (any case, spaces around ignored), from the option or its ini key."""
+    raw = _opt(config, name)
+    value = str(raw).strip().lower()
+    if value not in ("on", "off"):
+        raise pytest.UsageError(f"--sandtable-{name} / sandtable_{name.replace('-', '_')}: "
+                                f"expected on or off, got {raw!r}")
+    return value == "on"
+
+
+SERVE_EXTRA = ("mcp", "starlette", "uvicorn")  # what --sandtable-serve imports (the 'serve' extra)
+
+
+def _serve(config: pytest.Config, concurrency: int) -> tuple[bool, int]:
+    """--sandtable-serve and its port, checked: the extra installed (looked up, not
+    imported: this runs at start-up), a fixed port only where no two trials share it."""
+    serve = bool(config.getoption("--sandtable-serve"))
+    port: int | None = config.getoption("--sandtable-serve-port")
+    if not serve:
+        if port is not None:
+            raise pytest.UsageError("--sandtable-serve-port needs --sandtable-serve")
+        return False, 0
+    import importlib.util
+
+    if any(importlib.util.find_spec(name) is None for name in SERVE_EXTRA):
+        raise pytest.UsageError("--sandtable-serve needs the 'serve' extra: pip install 'pytest-sandtable[serve]'")
+    if port is None:
+        return True, 0
+    if not 1 <= port <= 65535:
+        raise pytest.UsageError(f"--sandtable-serve-port: expected 1 to 65535, got {port}")
+    if concurrency > 1 or is_xdist_worker(config) or is_xdist_controller(config):
+        raise pytest.UsageError("--sandtable-serve-port: trials running at once would share the port; "
+                                "use it with --sandtable-concurrency 1 and without -n, or leave it out "
+                                "for a free port per trial")
+    return True, port
+
+
+RECORD_MODES = ("none", "once", "new_episodes", "all")  # adapters.recording.MODES (not imported at start-up)
+
+
+def _record(config: pytest.Config) -> tuple[str | None, Path | None]:
+    """--sandtable-record and --sandtable-cassettes, checked (a folder without a mode is a
+    usage error: it would silently record nothing)."""
+    mode: str | None = config.getoption("--sandtable-record")
+    folder: str | None = config.getoption("--sandtable-cassettes")
+    if mode is None:
+        if folder is not None:
+            raise pytest.UsageError("--sandtable-cassettes needs --sandtable-record=MODE (none, once, new_episodes "
+                                    "or all)")
+        return None, None
+    mode = mode.strip().lower().replace("-", "_")
+    if mode not in RECORD_MODES:
+        raise pytest.UsageError(f"--sandtable-record: expected none, once, new_episodes or all, "
+                                f"got {config.getoption('--sandtable-record')!r}")
+    if folder is not None and not folder.strip():
+        raise pytest.UsageError("--sandtable-cassettes: expected a folder, got ''")
+    return mode, Path(config.invocation_params.dir, folder) if folder is not None else None
+
+
+def _domain_cache(config: pytest.Config) -> tuple[bool, Path | None]:
+    """--sandtable-cache-dir (relative to where pytest started) or the ini's sandtable_cache_dir
+    (relative to the ini file): whether built domains are cached, and where (None: pytest's cache folder)."""
+    raw = config.getoption("--sandtable-cache-dir")
+    base = config.invocation_params.dir
+    if raw is None:
+        raw = str(config.getini("sandtable_cache_dir")).strip()
+        base = config.inipath.parent if config.inipath else config.rootpath
+    if raw.lower() == "off":
+        return False, None
+    return True, (Path(base, os.path.expanduser(raw)) if raw else None)
 
 
 def _temperature(config: pytest.Config) -> float | None:

@@ -29,12 +29,12 @@ class DomainFile(pytest.File):
     """A sandtable.yaml: its tasks, each repeated k times."""
 
     def collect(self) -> Iterator[pytest.Item]:
+        from ..domain.cache import load_domain_cached
         from ..domain.errors import DomainError
-        from ..domain.loader import load_domain
 
         st = run_state(self.config)
         try:
-            domain = load_domain(self.path)
+            domain = load_domain_cached(self.path, lambda: domain_cache_dir(self.config))
         except DomainError as e:
             st.domain_errors += 1
             raise self.CollectError(_relative_problems(e, self.config)) from None
@@ -57,6 +57,25 @@ class DomainFile(pytest.File):
                     item.add_marker(tag)
                 item.skip_if_silent(st)
                 yield item
+
+
+def domain_cache_dir(config: pytest.Config) -> Path | None:
+    """Where built domains are kept (``domain.cache``): --sandtable-cache-dir, else
+    ``sandtable-domains`` in pytest's cache folder; None when the option says ``off`` or
+    pytest's cache is off (``-p no:cacheprovider``) or cannot be made there."""
+    run = run_state(config).run
+    if not run.domain_cache:
+        return None
+    if run.domain_cache_dir is not None:
+        return run.domain_cache_dir
+    cache = getattr(config, "cache", None)
+    if cache is None:
+        return None
+    try:
+        path: Path = cache.mkdir("sandtable-domains")
+    except OSError:  # a read-only checkout: no cache, never an error
+        return None
+    return path
 
 
 def _id_as_pytest_reads_it(item: pytest.Item) -> None:

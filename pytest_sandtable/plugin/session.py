@@ -8,22 +8,26 @@ import asyncio
 import concurrent.futures
 import os
 from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..adapters.options import AdapterOptions
 from ..adapters.registry import agent_label, make_agent, make_user
 from ..domain.model import Domain, Task
-from ..engine.api import AgentCallable, UserCallable, runs_inline
+from ..engine.api import AgentCallable, ToolSpec, UserCallable, runs_inline
 from ..engine.invoke import agent_traceback, exception_text
 from ..engine.redact import public_spec
 from ..engine.results import ERRORED, TrialResult
-from ..engine.trial import arun_trial, trial_seed
+from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
 from .config import RUN_STATE, RunConfig, is_xdist_worker
 from .pool import TrialPool, pending_items
+
+if TYPE_CHECKING:
+    from ..adapters.recording import Settings
 
 
 def run_state(config: pytest.Config) -> RunState:
@@ -48,8 +52,10 @@ class RunState:
             timeout=run.timeout,
             retries=run.retries,
             run_seed=run.seed,
+            prompt_cache=run.prompt_cache,
         )
         self.rootdir = rootdir
+        self.recording = _recording_settings(run, rootdir)
         self.domains: dict[str, Domain] = {}
         self.domain_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -142,8 +148,8 @@ class RunState:
             return self.escaped(e, domain, task, trial, agent, user, location)
 
     def _drive(self, coro: Coroutine[Any, Any, TrialResult], agent: Any, user: Any) -> TrialResult:
-        if runs_inline(agent) and runs_inline(user):
-            # neither ever awaits: drive the coroutine directly, no event loop round trip
+        if runs_inline(agent) and runs_inline(user) and not self.run.serve:
+            # neither ever awaits (nor does starting a server): drive the coroutine directly, no event loop round trip
             try:
                 coro.send(None)
             except StopIteration as done:
@@ -173,6 +179,45 @@ class RunState:
     def _trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
     ) -> Coroutine[Any, Any, TrialResult]:
+        if self.recording is not None:
+            return self._recorded(domain, task, trial, agent, user, location)
+        return self._live_trial(domain, task, trial, agent, user, location)
+
+    async def _recorded(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+    ) -> TrialResult:
+        """A trial with --sandtable-record: its model calls go through its tape (replayed or
+        recorded, docs/recording.md), its exchanges are written when it ends. A recording
+        that cannot be used, or a request without one where the mode only replays, makes
+        this trial errored with a message naming the file; the run goes on."""
+        from ..adapters.recording import RecordingError, playing
+
+        assert self.recording is not None  # _trial comes here only then
+        domain_file = Path(domain.path) if domain.path else self.rootdir / "sandtable.yaml"
+        try:
+            tape = self.recording.open(domain.name, domain_file, task.id, trial)
+        except RecordingError as e:
+            return self._unrecorded(domain, task, trial, agent, user, location, str(e))
+        with playing(tape):
+            result = await self._live_trial(domain, task, trial, agent, user, location)
+        if tape.miss is not None:  # the agent or user was never answered: not graded, errored
+            result.verdict, result.error, result.attribution, result.checks = ERRORED, tape.miss, None, []
+        result.replayed = tape.all_replayed
+        try:
+            tape.write(result.verdict == ERRORED)
+        except RecordingError as e:
+            return self._unrecorded(domain, task, trial, agent, user, location, str(e))
+        return result
+
+    def _unrecorded(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str, error: str
+    ) -> TrialResult:
+        return ungraded_trial(domain, task, trial, self.run.k, run_seed=self.run.seed, error=error,
+                              location=location, agent=_label(agent), user=_label(user))
+
+    def _live_trial(
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+    ) -> Coroutine[Any, Any, TrialResult]:
         return arun_trial(
             domain,
             task,
@@ -185,7 +230,22 @@ class RunState:
             user_name=agent_label(user),
             location=location,
             trial_timeout=self.run.trial_timeout,
+            serve=self._serve_hook(),
         )
+
+    def _serve_hook(self) -> ServeHook | None:
+        """With --sandtable-serve, what serves each trial's world (the serve package loads
+        only then: it imports starlette, uvicorn and mcp)."""
+        if not self.run.serve:
+            return None
+        from ..serve import serve_world
+
+        port = self.run.serve_port
+
+        def hook(tools: list[ToolSpec], call: ToolCaller, title: str) -> AbstractAsyncContextManager[tuple[str, str]]:
+            return serve_world(tools, call, title, port)
+
+        return hook
 
     # -- many trials in flight (--sandtable-concurrency N) ------------------------
 
@@ -247,12 +307,32 @@ class RunState:
             return self.escaped(e, domain, task, trial, agent, user, location)
 
     def close(self) -> None:
+        if self.recording is not None:
+            from ..adapters.recording import configure
+
+            configure(None)
         if self._pool is not None:
             self._pool.close()
             self._pool = None
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+def _recording_settings(run: RunConfig, rootdir: Path) -> Settings | None:
+    """With --sandtable-record, switch recording on for this process and return its
+    settings (an ``adapters.recording.Settings``); None otherwise, and then nothing of
+    recording is imported. Secrets of the environment are scrubbed from recordings as
+    from every other file the run writes."""
+    if run.record is None:
+        return None
+    from ..adapters.recording import Settings, configure
+    from ..report.safe import scrub_secrets, secret_values
+
+    secrets = secret_values()
+    settings = Settings(run.record, run.cassettes, rootdir, lambda v: scrub_secrets(v, secrets))
+    configure(settings)
+    return settings
 
 
 def ungraded_trial(

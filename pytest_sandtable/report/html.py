@@ -879,6 +879,14 @@ def _usage_table(s: Summary) -> str:
             + f'<p class="muted small">{_cost_notes(cost)}</p>')
 
 
+def _cache_saving(s: Summary) -> list[tuple[str, str]]:
+    """The ``prompt cache`` entry of the usage card, when a model used a prompt cache."""
+    from .usage import cache_saving_text
+
+    text = cache_saving_text(s.get("cost"))
+    return [] if text is None else [("prompt cache", text)]
+
+
 def _usage(s: Summary, trials: Sequence[StoredTrial]) -> str:
     """The usage, cost and latency card: the usage table, agent turn latency and trial time."""
     lat = s["latency"]
@@ -887,6 +895,7 @@ def _usage(s: Summary, trials: Sequence[StoredTrial]) -> str:
     kv = [("agent turn latency", f"p50 {duration(lat['p50'])} · p95 {duration(lat['p95'])} "
                                  f"over {plural(lat['turns'], 'turn')}"),
           ("trial time", f"{duration(total_time)} in all, {per} per trial")]
+    kv += _cache_saving(s)
     return ('<section id="usage"><h2>Usage, cost and latency</h2><div class="card">' + _usage_table(s)
             + '<dl class="kv">' + "".join(f"<dt>{e(a)}</dt><dd>{e(b)}</dd>" for a, b in kv) + "</dl></div></section>")
 

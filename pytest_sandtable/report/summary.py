@@ -426,14 +426,16 @@ def _add_usage(into: UsageByModel, by_model: Mapping[str, Mapping[str, Any]]) ->
 
 
 def cost_summary(usage: SummaryUsage, prices: Mapping[str, Mapping[str, float]] | None = None) -> Cost:
-    """Estimated cost at list prices per side and model (None where the price is unknown)."""
+    """Estimated cost at list prices per side and model (None where the price is unknown),
+    and what prompt caching saved when any model used a cache (``cache_saving``)."""
     from .prices import all_prices, builtin_prices_as_of, estimate_cost
+    from .usage import cache_saving
 
     table = prices if prices is not None else all_prices(None)
     agent = estimate_cost(usage.get("agent") or {}, table)
     user = estimate_cost(usage.get("user") or {}, table)
     costs = [*agent.items(), *user.items()]
-    return {
+    cost: Cost = {
         "currency": "USD",
         "prices_as_of": builtin_prices_as_of(),
         "agent": agent,
@@ -441,6 +443,21 @@ def cost_summary(usage: SummaryUsage, prices: Mapping[str, Mapping[str, float]] 
         "total": sum((c for _, c in costs if c is not None), 0.0),
         "unpriced": sorted({str(model) for model, c in costs if c is None}),
     }
+    saving = cache_saving(usage, table)
+    if saving is not None:
+        cost["cache_saving"] = saving
+    return cost
+
+
+def _with_replayed(cost: Cost, trials: Sequence[TrialResult],
+                   prices: Mapping[str, Mapping[str, float]] | None) -> Cost:
+    """``cost`` with ``replayed`` when some trials were replayed from recordings: their
+    recorded usage priced as if live, and what the run cost now (replays cost nothing)."""
+    replayed = [t for t in trials if t.replayed]
+    if replayed:
+        live = cost_summary(usage_totals(replayed), prices)["total"]
+        cost["replayed"] = {"trials": len(replayed), "live": live, "now": max(cost["total"] - live, 0.0)}
+    return cost
 
 
 def latency(trials: Iterable[TrialResult]) -> Latency:
@@ -513,7 +530,7 @@ def summarize(
         "provisional": pending_items(trials),
         "soft_rules": soft_rules(trials),
         "usage": usage,
-        "cost": cost_summary(usage, prices),
+        "cost": _with_replayed(cost_summary(usage, prices), trials, prices),
         "latency": latency(trials),
         "agents": sorted({t.agent for t in trials}),
         "users": sorted({t.user for t in trials}),

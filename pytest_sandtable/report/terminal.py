@@ -1,7 +1,9 @@
 """The run summary as terminal lines: a provisional run's warning, the counts, then one
 plain-text table per part (pass^j with 95% intervals and pass@k, overall, per domain and
 per tag; tasks; failure modes and their likely owners; soft rules; usage), latency and
-errored trials.
+errored trials. A big run shows what needs reading and counts the rest: the tasks that
+did not pass, a chosen few j, the most frequent failure modes (results.json and
+report.html keep all).
 
 pytest prints it in its ``sandtable`` section; ``merge`` and ``report`` print it too.
 Like a trial's failure text, the lines are made safe for the terminal (:mod:`.safe`):
@@ -18,7 +20,7 @@ from tabulate import tabulate
 from .fmt import one_line, pct, pct_range, plural, secs
 from .safe import for_terminal, secret_values
 from .types import ErroredTrial, Latency, PendingItem, SoftRuleRate, Summary, TaskSummary
-from .usage import USAGE_HEADERS, cost_rows
+from .usage import USAGE_HEADERS, cache_saving_text, cost_rows, replayed_text
 
 __all__ = ["render_terminal"]
 
@@ -92,11 +94,42 @@ def _ci(interval: Sequence[float] | None) -> str:
     return "" if interval is None else pct_range(interval)
 
 
+# The pass^k table shows every j up to this many; above, a chosen few (:func:`shown_js`),
+# at most 8 columns of j whatever k is (every j of k = 174 made a table 2,000 characters wide).
+EVERY_J_UP_TO = 8
+# above EVERY_J_UP_TO, the powers of two shown are these at most (then k): 8 columns of j
+DOUBLING_UP_TO = 64
+
+
+def shown_js(js: Sequence[str]) -> list[str]:
+    """The j the terminal shows of ``js`` (every j of the run, ``"1"`` to ``"k"``): all of
+    them up to :data:`EVERY_J_UP_TO`; else 1, 2, 4, ... up to :data:`DOUBLING_UP_TO` (those
+    below k) and k, the figure a gate reads."""
+    if len(js) <= EVERY_J_UP_TO:
+        return list(js)
+    top = js[-1]
+    return [j for j in js[:-1] if _doubling(int(j))] + [top]
+
+
+def _doubling(j: int) -> bool:
+    """Whether j is one of 1, 2, 4, ... up to :data:`DOUBLING_UP_TO`."""
+    return 0 < j <= DOUBLING_UP_TO and j & (j - 1) == 0
+
+
+def _shown_js_note(js: Sequence[str], shown: Sequence[str]) -> list[str]:
+    """The footnote of a table that leaves some j out, naming those it shows."""
+    if len(shown) == len(js):
+        return []
+    return [f"pass^j for j = {', '.join(shown)}; every j in results.json and report.html"]
+
+
 def _pass_hat(s: Summary) -> list[str]:
-    """pass^j for every j with its 95% interval, and pass@k, over all tasks, per domain
-    (several domains) and per tag; a mark and a footnote where a j counts fewer tasks."""
-    js = list(s["pass_hat"])
-    top = js[-1] if js else "1"
+    """pass^j with its 95% interval for every j (a chosen few at a large k), and pass@k,
+    over all tasks, per domain (several domains) and per tag; a mark and a footnote where
+    a j counts fewer tasks, and a footnote naming the j shown when some are left out."""
+    every = list(s["pass_hat"])
+    top = every[-1] if every else "1"
+    js = shown_js(every)
     overall: dict[str, Any] = {**s, "tasks": len(s["tasks"])}
     groups: list[tuple[str, Mapping[str, Any]]] = [("all tasks", overall)]
     groups += [(f"domain {d}", score) for d, score in (s.get("domain_scores") or {}).items()]
@@ -108,11 +141,29 @@ def _pass_hat(s: Summary) -> list[str]:
         rows += more
         marked = marked or fewer
     headers = ["pass^k", "tasks"] + [f"pass^{j}" for j in js] + ([f"pass@{top}"] if "pass_at" in s else [])
-    return _table(rows, headers) + ([FEWER_NOTE] if marked else [])
+    return _table(rows, headers) + ([FEWER_NOTE] if marked else []) + _shown_js_note(every, js)
 
 
-def _tasks(tasks: list[TaskSummary]) -> list[str]:
-    """The tasks, worst first; the interval of a flaky task's pass rate beside it."""
+# A run of up to this many tasks lists every task; a bigger one lists those that did not
+# pass and counts the passed ones in one line, unless asked to list them all.
+LIST_EVERY_TASK_UP_TO = 20
+ALL_TASKS_HINT = "-v or --sandtable-all-tasks"
+
+
+def _tasks(tasks: list[TaskSummary], all_tasks: bool, hint: str) -> list[str]:
+    """The tasks, worst first (critical ones first); in a big run only those that did not
+    pass unless ``all_tasks``, then how many passed ones were not listed and ``hint``, the
+    option that lists them."""
+    if all_tasks or len(tasks) <= LIST_EVERY_TASK_UP_TO:
+        return _task_table(tasks)
+    listed = [e for e in tasks if e["verdict"] != "passed"]
+    unlisted = len(tasks) - len(listed)
+    more = [f"{plural(unlisted, 'passed task')} not listed ({hint} lists them)"] if unlisted else []
+    return (_task_table(listed) if listed else []) + more
+
+
+def _task_table(tasks: list[TaskSummary]) -> list[str]:
+    """The tasks' table; the interval of a flaky task's pass rate beside it."""
     flaky = any(e["verdict"] == "flaky" and e.get("rate_ci") for e in tasks)
     rows = []
     for e in tasks:
@@ -124,15 +175,23 @@ def _tasks(tasks: list[TaskSummary]) -> list[str]:
     return _table(rows, ["task", "verdict", "passed", *(["pass rate 95% CI"] if flaky else []), "tags"])
 
 
+# The failure-modes table shows this many, the most frequent; results.json has them all.
+FAILURE_MODES_SHOWN = 15
+
+
 def _failure_modes(s: Summary) -> list[str]:
+    """The most frequent failure modes (:data:`FAILURE_MODES_SHOWN`), with an example each,
+    how many more there are, and the failed trials' likely owners."""
     modes = s["failure_modes"]
     if not modes:
         return []
     rows = [[m["kind"], m["id"], f"{m['trials']}",
              one_line(f"{m['example']['task']}[{m['example']['trial']}]: {m['example']['detail']}", 100)]
-            for m in modes]
+            for m in modes[:FAILURE_MODES_SHOWN]]
+    unshown = len(modes) - len(rows)
+    more = [f"... and {unshown} more failure {'mode' if unshown == 1 else 'modes'} (results.json lists all)"]
     return ["", "Failure modes (failed checks across trials, most frequent first)",
-            *_table(rows, ["kind", "check", "trials", "example"]), *_owners(s)]
+            *_table(rows, ["kind", "check", "trials", "example"]), *(more if unshown else []), *_owners(s)]
 
 
 def _owners(s: Summary) -> list[str]:
@@ -164,7 +223,22 @@ def _usage(s: Summary) -> list[str]:
         return []
     rows = cost_rows(usage, s.get("cost") or {})
     return ["", "Usage (cost estimated at list prices)",
-            *_table(rows, USAGE_HEADERS, colalign=("left", "left") + ("right",) * 5)]
+            *_table(rows, USAGE_HEADERS, colalign=("left", "left") + ("right",) * 5), *_cache_saving(s),
+            *_replayed(s)]
+
+
+def _cache_saving(s: Summary) -> list[str]:
+    """``prompt cache: 41,200 input tokens read from cache, saving $0.1100 (62.0% of input
+    cost)`` when a model used a prompt cache."""
+    text = cache_saving_text(s.get("cost"))
+    return [] if text is None else [f"prompt cache: {text}"]
+
+
+def _replayed(s: Summary) -> list[str]:
+    """``replayed: 50 of 50 trials from recordings; cost live $1.23, cost now $0.00`` when
+    some trials were replayed (--sandtable-record)."""
+    text = replayed_text(s.get("cost"), s["trials"])
+    return [] if text is None else [f"replayed: {text}"]
 
 
 def _latency(lat: Latency) -> list[str]:
@@ -179,16 +253,19 @@ def _errored(errored: list[ErroredTrial]) -> list[str]:
     return ["", "Errored trials (left out of pass^k)", *(f"  {e['task']}[{e['trial']}]: {e['error']}" for e in errored)]
 
 
-def render_terminal(s: Summary, secrets: Sequence[str] | None = None) -> list[str]:
+def render_terminal(s: Summary, secrets: Sequence[str] | None = None, *, all_tasks: bool = False,
+                    all_tasks_hint: str = ALL_TASKS_HINT) -> list[str]:
     """The summary's lines, as pytest's ``sandtable`` section shows them, without secrets
-    (those of the environment when ``secrets`` is None)."""
+    (those of the environment when ``secrets`` is None). A run of more than
+    :data:`LIST_EVERY_TASK_UP_TO` tasks lists the passed ones only with ``all_tasks``;
+    ``all_tasks_hint`` names the option that sets it (the ``report`` command has its own)."""
     lines = [
         *_provisional(s),
         *_counts(s),
         "",
         *_pass_hat(s),
         "",
-        *_tasks(s["tasks"]),
+        *_tasks(s["tasks"], all_tasks, all_tasks_hint),
         *_failure_modes(s),
         *_soft_rules(s["soft_rules"]),
         *_usage(s),

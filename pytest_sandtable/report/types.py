@@ -151,6 +151,29 @@ class SummaryUsage(TypedDict):
     user: UsageByModel
 
 
+class CacheSaving(TypedDict):
+    """What prompt caching saved (``summary.cost.cache_saving``, present when a model
+    reported cache reads or writes)."""
+
+    cache_read: int  # input tokens read from the cache, all models
+    cache_write: int  # input tokens written to it, all models
+    # USD: the priced models' cached tokens at the input price, less at the cache prices
+    # (negative when writes cost more than the reads saved); None when none is priced
+    saved: float | None
+    # saved / what the priced models' input (uncached, read, written) costs at the input
+    # price; None when that is 0 or unknown
+    input_share: float | None
+
+
+class Replayed(TypedDict):
+    """The trials replayed from recordings (``summary.cost.replayed``, present when any
+    was: ``--sandtable-record``)."""
+
+    trials: int  # trials whose every model call was replayed
+    live: float  # USD: what their recorded usage would have cost live, priced models only
+    now: float  # USD: the run's total less ``live`` (replayed calls cost nothing now)
+
+
 class Cost(TypedDict):
     """The estimated cost at list prices (``summary.cost``)."""
 
@@ -160,6 +183,8 @@ class Cost(TypedDict):
     user: ModelCosts
     total: float  # of the priced models only
     unpriced: list[str]
+    cache_saving: NotRequired[CacheSaving]
+    replayed: NotRequired[Replayed]
 
 
 class Latency(TypedDict):
