@@ -310,3 +310,18 @@ def test_the_commands_count_passed_tasks_unless_given_all_tasks(
     assert _cli(*command, "--all-tasks") == 0
     out = capsys.readouterr().out.splitlines()
     assert "book-20  passed     1/1" in out and not any("not listed" in ln for ln in out)
+
+
+def test_the_errored_trials_are_capped_with_a_count() -> None:
+    # an endpoint that went down errors every trial: 16 listed would be one too many
+    trials = runs("down", "e" * 16) + runs("fine", "pppp")
+    lines = render_terminal(summarize(trials, k=16), [])
+    start = lines.index("Errored trials (left out of pass^k)")
+    assert lines[start + 1:start + 17] == [
+        *(f"  down[{n}]: simulated user failed" for n in range(1, 16)),
+        "  ... and 1 more errored trial (results.json lists all)",
+    ]
+    lines = render_terminal(summarize(runs("down", "e" * 15), k=15), [])
+    start = lines.index("Errored trials (left out of pass^k)")
+    assert lines[start + 15] == "  down[15]: simulated user failed"
+    assert not any("more errored" in line for line in lines)

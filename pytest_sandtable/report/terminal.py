@@ -247,10 +247,20 @@ def _latency(lat: Latency) -> list[str]:
     return ["", f"Agent turn latency: p50 {secs(lat['p50'])}, p95 {secs(lat['p95'])} over {lat['turns']} turns"]
 
 
+# The errored trials listed, in run order; results.json has them all.
+ERRORED_SHOWN = 15
+
+
 def _errored(errored: list[ErroredTrial]) -> list[str]:
+    """The first errored trials (:data:`ERRORED_SHOWN`) with why, and how many more: a run
+    whose endpoint went down errors every trial, and one line each would bury the rest."""
     if not errored:
         return []
-    return ["", "Errored trials (left out of pass^k)", *(f"  {e['task']}[{e['trial']}]: {e['error']}" for e in errored)]
+    unshown = len(errored) - ERRORED_SHOWN
+    more = [f"  ... and {unshown} more errored {'trial' if unshown == 1 else 'trials'} (results.json lists all)"]
+    return ["", "Errored trials (left out of pass^k)",
+            *(f"  {e['task']}[{e['trial']}]: {e['error']}" for e in errored[:ERRORED_SHOWN]),
+            *(more if unshown > 0 else [])]
 
 
 def render_terminal(s: Summary, secrets: Sequence[str] | None = None, *, all_tasks: bool = False,
