@@ -31,13 +31,14 @@ import contextvars
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from ..domain.files import write_atomic
 
 MODES = ("none", "once", "new_episodes", "all")
 """The values of ``--sandtable-record``, as vcrpy and pytest-recording name them."""
@@ -531,15 +532,7 @@ def update_file(path: Path, shown: str, domain: str, task: str, trial: int, entr
             old = _read_cached(path, shown, domain, task) or {"format": FORMAT, "domain": domain, "task": task,
                                                                "trials": {}}
             doc = {**old, "trials": {**old["trials"], str(trial): entries}}  # the cached one stays as it is
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                    f.write(render(doc))
-                os.replace(tmp, path)
-                _remember(path, doc)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomic(path, render(doc).encode("utf-8"))
+            _remember(path, doc)
     except OSError as e:
         raise RecordingError(f"{shown}: cannot write the recording: {e}") from None

@@ -29,12 +29,12 @@ import yaml
 
 from ..adapters.options import AdapterOptions
 from ..domain.errors import DomainError, Problem
+from ..domain.files import write_atomic
 from ..domain.loader import load_domain_text
 from ..domain.model import Domain
 from ..engine.api import Usage
 from ..report.fmt import count, format_cost, plural
 from ..report.prices import Prices, builtin_prices_as_of, estimate_cost, price_for
-from .files import write_atomic
 from .notes import Note, find_copy, quote_found
 from .prompt import SYSTEM, notes_message, repair_message
 from .yamltext import EditError, add_comments, anchored_strings, find_items, insert_pending, safe_data

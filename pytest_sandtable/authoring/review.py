@@ -12,6 +12,7 @@ already in the file.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -21,15 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..domain.errors import DomainError
+from ..domain.files import write_atomic
 from ..domain.loader import load_domain_text
 from ..report.fmt import plural
 from ..report.safe import for_terminal
-from .files import sha256_of, write_atomic
 from .yamltext import EditError, Item, editable, find_items, remove_item, remove_pending, replace_item
 
 __all__ = ["Conflict", "Invalid", "ReviewError", "ReviewFile", "Tally", "interactive", "scripted"]
 
 PROMPT = "[a]ccept [e]dit [r]eject [s]kip [q]uit? "
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class ReviewError(Exception):
@@ -77,7 +82,7 @@ class ReviewFile:
             self.text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             raise ReviewError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
-        self.sha = sha256_of(raw)
+        self.sha = _sha256(raw)
         problems = self._problems(self.text)
         if problems:
             raise Invalid(f"{path} does not validate; fix it before review", problems)
@@ -107,7 +112,7 @@ class ReviewFile:
         if problems:
             raise Invalid(f"{what} would leave {self.path} invalid; nothing was written", problems)
         try:
-            now = sha256_of(self.path.read_bytes())
+            now = _sha256(self.path.read_bytes())
         except OSError:
             now = ""
         if now != self.sha:
@@ -115,7 +120,7 @@ class ReviewFile:
                            "written, and decisions before it are saved; run review again")
         data = (b"\xef\xbb\xbf" if self.bom else b"") + text.encode("utf-8")
         write_atomic(self.path, data)
-        self.text, self.sha = text, sha256_of(data)
+        self.text, self.sha = text, _sha256(data)
 
 
 def _edit(fn: Callable[[str, Item], str], text: str, item: Item, path: Path) -> str:

@@ -37,7 +37,6 @@ import io
 import os
 import pickle
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -45,6 +44,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import model
+from .files import write_atomic
 from .model import Domain
 
 # The loader (YAML, jsonschema, the checks: about 0.15-0.3 s to import) is imported
@@ -188,23 +188,13 @@ def _read_entry(entry: Path, file_sha: str) -> Domain | None:
 def _write_entry(entry: Path, domain: Domain) -> None:
     """Store ``domain`` as ``entry``, whole or not at all; any failure (a read-only
     folder, a full disk) leaves the cache as it was."""
-    tmp: str | None = None
     try:
         payload = pickle.dumps(domain, protocol=pickle.HIGHEST_PROTOCOL)
         entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + hashlib.sha256(payload).digest())
-            f.write(payload)
-        os.replace(tmp, entry)
-        tmp = None
+        write_atomic(entry, _MAGIC + hashlib.sha256(payload).digest() + payload)
         _prune(entry.parent)
     except Exception:  # no cache is never an error
         return
-    finally:
-        if tmp is not None:
-            with suppress(OSError):
-                os.unlink(tmp)
 
 
 def _prune(cache_dir: Path) -> None:

@@ -1,7 +1,11 @@
-"""Which files are domain files, and finding them under a folder."""
+"""Which files are domain files, finding them under a folder, and writing a file whole
+or not at all (:func:`write_atomic`, for every layer: results, reports, drafts,
+recordings and the domain cache)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,3 +27,30 @@ def find_domain_files(folder: Path) -> Iterator[Path]:
                 yield from find_domain_files(entry)
         elif is_domain_file(entry):
             yield entry
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a
+    rename, so that a reader (or a crash) sees the old file or the new one, never half
+    of one. An existing file keeps its permissions; a new one gets the umask's."""
+    import tempfile  # not at start-up: only writers need it
+
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes it 0600
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

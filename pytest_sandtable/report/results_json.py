@@ -14,11 +14,9 @@ The layout is documented in docs/results.md; the schema is
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
+from ..domain.files import write_atomic
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
 from .fmt import clip, plural
@@ -230,25 +229,6 @@ def default_run_dir(base: str | os.PathLike[str], domains: Iterable[str], now: d
         return path
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and os.replace: readers see the old
-    file or the whole new one, never a half-written one. The text is written as UTF-8,
-    a lone surrogate as U+FFFD (see :func:`~pytest_sandtable.report.safe.utf8`)."""
-    data = utf8(text)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _cleaned(results: Mapping[str, Any], secrets: list[str]) -> tuple[dict[str, Any], list[str]]:
     """The document with its secrets redacted, and each trial's JSON line. Trial by trial,
     so that a trial that cannot be encoded loses only its own bad fields (see
@@ -295,8 +275,8 @@ def write_run(
     html_text = scrub_text(render_report(clean), secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / RESULTS_FILE, json_text)
-    _atomic_write(out / REPORT_FILE, html_text)
+    write_atomic(out / RESULTS_FILE, utf8(json_text))
+    write_atomic(out / REPORT_FILE, utf8(html_text))
     return out
 
 
@@ -310,7 +290,7 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike[str],
     html_text = scrub_text(render_report(_cleaned(results, secrets)[0]), secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / REPORT_FILE, html_text)
+    write_atomic(out / REPORT_FILE, utf8(html_text))
     return out / REPORT_FILE
 
 
