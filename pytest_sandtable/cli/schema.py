@@ -13,11 +13,10 @@ import argparse
 from importlib import resources
 from pathlib import Path
 
+from ..domain.loader import SCHEMA_FILE
 from .exits import EXIT_OK
 
-__all__ = ["SCHEMA_FILE", "add_subcommands", "schema_path"]
-
-SCHEMA_FILE = "schemas/domain.schema.json"  # inside the package, as the loader reads it
+__all__ = ["add_subcommands", "schema_path"]
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

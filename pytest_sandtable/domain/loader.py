@@ -42,9 +42,9 @@ from .translate import translate
 from .wording import clip
 from .yaml_reader import Document, load_yaml
 
-__all__ = ["domain_schema", "load_domain", "load_domain_text"]
+__all__ = ["SCHEMA_FILE", "domain_schema", "load_domain", "load_domain_text"]
 
-_SCHEMA_FILE = "schemas/domain.schema.json"
+SCHEMA_FILE = "schemas/domain.schema.json"  # inside the package; `schema` prints its path
 
 # The largest domain file read (docs/spec.md, "Limits"): twice a τ-bench-sized domain
 # (about 30 MB), and refused before it is read, so a wrong path to a log or a disk
@@ -117,7 +117,7 @@ def load_domain_text(text: str, filename: str = "<string>") -> Domain:
 @lru_cache(maxsize=1)
 def domain_schema() -> dict[str, Any]:
     """The JSON Schema of a domain file (draft 2020-12)."""
-    text = resources.files("pytest_sandtable").joinpath(_SCHEMA_FILE).read_text(encoding="utf-8")
+    text = resources.files("pytest_sandtable").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 
