@@ -10,8 +10,9 @@ the same number N of trivial tests::
 
 Each run is repeated ``--repeat`` times, the two kinds alternating; for each it
 prints the test-loop time (first item to last, measured inside pytest by a small
-timing conftest.py) and the whole process's wall time, their medians, the time
-per item, and the ratio freight / trivial. Nothing is subtracted: the process
+timing conftest.py) and the whole process's, each as wall and CPU time (user +
+system; the steadier figure on a busy machine), their medians per item, and the
+ratios freight / trivial. Nothing is subtracted: the process
 time includes start-up, collection (for freight: loading the domain) and the
 report, which the per-item figure spreads over N.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,18 +46,19 @@ _t = {}
 # results.json/report.html written at session end, which the process time includes)
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtestloop(session):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         return (yield)
     finally:
         _t["loop"] = time.perf_counter() - t0
+        _t["loop_cpu"] = time.process_time() - c0
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
     if "loop" in _t and not hasattr(session.config, "workerinput"):
         with open(os.environ["BENCH_TIMES"], "w") as f:
-            json.dump({"loop": _t["loop"], "items": len(session.items)}, f)
+            json.dump({"loop": _t["loop"], "loop_cpu": _t["loop_cpu"], "items": len(session.items)}, f)
 '''
 
 TRIVIAL = """\
@@ -74,22 +77,26 @@ def tasks_in(domain_file: Path) -> int:
     return len(load_domain(domain_file).tasks)
 
 
-def run(folder: Path, args: list[str]) -> tuple[float, float, int]:
-    """(loop seconds, process seconds, items) of one pytest run in ``folder``."""
+def run(folder: Path, args: list[str]) -> tuple[dict[str, float], int]:
+    """The loop's and the process's wall and CPU seconds, and the items, of one pytest run
+    in ``folder``."""
     times = folder / "times.json"
     times.unlink(missing_ok=True)
     env = dict(os.environ, BENCH_TIMES=str(times))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=folder, env=env, capture_output=True, text=True,
     )
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         tail = proc.stdout.strip().splitlines()[-1:] or [proc.stderr[-500:]]
         raise SystemExit(f"pytest failed in {folder.name}: {tail[0]}")
     t = json.loads(times.read_text())
-    return t["loop"], wall, int(t["items"])
+    return {"loop": t["loop"], "loop_cpu": t["loop_cpu"], "wall": wall, "cpu": cpu}, int(t["items"])
 
 
 def main() -> None:
@@ -115,27 +122,28 @@ def main() -> None:
             "trivial": (trivial, ["test_trivial.py"]),
         }
         print(f"python {sys.version.split()[0]}; freight: {tasks} tasks x k={k} = {n} items; trivial: {n} items")
-        print(f"{'run':>4} {'kind':<8} {'items':>6} {'loop s':>8} {'process s':>10}")
-        res: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+        print(f"{'run':>4} {'kind':<8} {'items':>6} {'loop s':>8} {'loop CPU s':>10} {'process s':>10} {'CPU s':>7}")
+        res: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
         for i in range(1, a.repeat + 1):
             for name, (folder, args) in kinds.items():
-                loop, wall, items = run(folder, args)
+                r, items = run(folder, args)
                 if items != n:
                     raise SystemExit(f"{name}: {items} items, expected {n}")
-                res[name].append((loop, wall))
-                print(f"{i:>4} {name:<8} {items:>6} {loop:>8.3f} {wall:>10.3f}")
+                res[name].append(r)
+                print(f"{i:>4} {name:<8} {items:>6} {r['loop']:>8.3f} {r['loop_cpu']:>10.3f} {r['wall']:>10.3f} "
+                      f"{r['cpu']:>7.3f}")
             shutil.rmtree(freight / ".sandtable", ignore_errors=True)
         print()
-        print(f"median of {a.repeat} runs      {'loop s':>8} {'µs/item':>9} {'process s':>10} {'µs/item':>9}")
-        med = {}
+        print(f"median of {a.repeat} runs, µs per item: loop (wall, CPU), process (wall, CPU)")
+        med = {name: {key: statistics.median(r[key] for r in res[name]) / n * 1e6 for key in res[name][0]}
+               for name in kinds}
         for name in kinds:
-            loop = statistics.median(x for x, _ in res[name])
-            wall = statistics.median(w for _, w in res[name])
-            med[name] = (loop, wall)
-            print(f"{name:<22}{loop:>8.3f} {loop / n * 1e6:>9.1f} {wall:>10.3f} {wall / n * 1e6:>9.1f}")
-        (fl, fw), (tl, tw) = med["freight"], med["trivial"]
-        print(f"{'ratio freight/trivial':<22}{fl / tl:>8.2f} {'':>9} {fw / tw:>10.2f}")
-        spread = {name: (min(x for x, _ in r), max(x for x, _ in r)) for name, r in res.items()}
+            m = med[name]
+            print(f"{name:<22}{m['loop']:>9.1f} {m['loop_cpu']:>9.1f} {m['wall']:>10.1f} {m['cpu']:>9.1f}")
+        f, t = med["freight"], med["trivial"]
+        print(f"{'ratio freight/trivial':<22}{f['loop'] / t['loop']:>9.2f} {f['loop_cpu'] / t['loop_cpu']:>9.2f} "
+              f"{f['wall'] / t['wall']:>10.2f} {f['cpu'] / t['cpu']:>9.2f}")
+        spread = {name: (min(x["loop"] for x in r), max(x["loop"] for x in r)) for name, r in res.items()}
         print("loop spread (min-max s): " + ", ".join(f"{nm} {lo:.3f}-{hi:.3f}" for nm, (lo, hi) in spread.items()))
 
 

@@ -16,8 +16,10 @@ __all__ = [
     "AgentError",
     "Domain",
     "DomainError",
+    "HandlerContext",
     "ReferenceAgent",
     "ScriptedUser",
+    "ToolError",
     "ToolResult",
     "ToolSpec",
     "TrialInfo",
@@ -27,6 +29,7 @@ __all__ = [
     "UserError",
     "UserReply",
     "UserTurn",
+    "WorldHandle",
     "__version__",
     "arun_trial",
     "load_domain",
@@ -47,6 +50,9 @@ _WHERE = {
     "UserTurn": ".engine.api",
     "Domain": ".domain.model",
     "DomainError": ".domain.errors",
+    "HandlerContext": ".engine.handlers",
+    "ToolError": ".engine.handlers",
+    "WorldHandle": ".engine.handlers",
     "load_domain": ".domain.loader",
     "ReferenceAgent": ".engine.reference",
     "ScriptedUser": ".engine.scripted_user",
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
         UserReply,
         UserTurn,
     )
+    from .engine.handlers import HandlerContext, ToolError, WorldHandle
     from .engine.reference import ReferenceAgent
     from .engine.results import TrialResult
     from .engine.scripted_user import ScriptedUser

@@ -75,7 +75,7 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     doc = only_results(pytester.path)
     jsonschema.Draft202012Validator(results_schema()).validate(doc)  # read_results did too; say it plainly
 
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert doc["writer"] == {"name": "pytest-sandtable", "version": __version__, "command": "pytest"}
     run = doc["run"]
     assert run["domains"] == [
@@ -283,7 +283,7 @@ def test_xdist_gives_the_same_results_json_but_timings(pytester: pytest.Pytester
     assert serial.ret == parallel.ret == 1  # the freight desk agent slips in some trials
     a = read_results(pytester.path / "serial")
     b = read_results(pytester.path / "parallel")
-    assert len(a["trials"]) == 3 * (15 + 3)
+    assert len(a["trials"]) == 3 * (17 + 3)
     assert strip_timings(a) == strip_timings(b)
     assert a != b  # the timings do differ; they are all that does
 
@@ -418,7 +418,7 @@ def test_a_missing_file_and_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match=r"results\.json: no such file$"):
         read_results(tmp_path)  # a folder means its results.json
     write_run(_good(), tmp_path)
-    assert read_results(tmp_path)["schema_version"] == "1.2"
+    assert read_results(tmp_path)["schema_version"] == "1.3"
 
 
 def test_schema_problems_name_the_field(tmp_path: Path) -> None:

@@ -367,11 +367,11 @@ def test_the_github_actions_example_runs_on_the_freight_example(tmp_path: Path) 
         assert done.returncode == 0, (command, done.stdout[-3000:], done.stderr[-3000:])
 
     merged = read_results(tmp_path / "merged")
-    assert merged["summary"]["trials"] == 60 and merged["summary"]["passed"] == 60
-    assert sorted(merged["run"]["shards"][i]["trials"] for i in range(2)) == [28, 32]
+    assert merged["summary"]["trials"] == 68 and merged["summary"]["passed"] == 68
+    assert sorted(merged["run"]["shards"][i]["trials"] for i in range(2)) == [32, 36]
     md = (tmp_path / "comparison.md").read_text(encoding="utf-8").splitlines()
     assert md[0] == "## sandtable: no regression"
-    assert md[2] == ("✅ **no regression from the baseline: 15 tasks in common, none dropped beyond chance "
+    assert md[2] == ("✅ **no regression from the baseline: 17 tasks in common, none dropped beyond chance "
                      "(one-sided Fisher exact test, p &lt; 0.05) and no critical task dropped**")
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in md if line.startswith("| ")]
     fixed = {r[0]: r[1:4] for r in rows if r[3:4] == ["fixed"]}

@@ -109,7 +109,8 @@ def test_state_count_of_rows_matching(make_domain: Make, play: Play) -> None:
     assert play(domain, [book(), "Booked."]).verdict == "passed"
     assert checks(play(domain, [book("L-1002"), "Booked."])) == [
         ("state", "state:bookings[where]#1", False,
-         'bookings where load_id="L-1001", mc_number="100101": 0 rows, expected 1'),
+         'bookings where load_id="L-1001", mc_number="100101": 0 rows, expected 1; '
+         'closest: bookings B-1: load_id is "L-1002", expected "L-1001"'),
         ("state", "state:bookings[where]#2", False, 'bookings where load_id="L-1002": 1 row, expected 0'),
     ]
 

@@ -18,7 +18,7 @@ import pytest
 from pytest_sandtable import ReferenceAgent, ScriptedUser, run_trial
 from pytest_sandtable.domain.loader import load_domain_text
 from pytest_sandtable.engine.results import TrialResult
-from pytest_sandtable.report.html import render_report
+from pytest_sandtable.report.html import render_report, write_report_html
 from pytest_sandtable.report.prices import builtin_prices_as_of
 from pytest_sandtable.report.results_json import RunMeta, build_results, write_run
 
@@ -320,5 +320,93 @@ def test_intervals_owners_and_the_provisional_banner_in_a_browser(tmp_path: Path
             owner_box = page.locator("#trial-1-2 .box.owner")  # bank/transfer[2] failed: open
             assert owner_box.is_visible() and owner_box.inner_text() == "likely owner: user the user did it"
             assert errors == []
+        finally:
+            browser.close()
+
+
+# --------------------------------------------------------------------------- a big run's compressed trials
+
+BREAKOUT = "</script><script>window.__pwned=1;alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def compressed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report past its inline limit: passing trials compressed, failing ones first and
+    in full; markup that would end a data block planted in every trial of order-status."""
+    text = SHOP.replace('"Where is my order O-1?"', f"'{BREAKOUT} Where is my order O-1?'")
+    domain = load_domain_text(text, "sandtable.yaml")
+    trials = [run_trial(domain, task.id, SlippingAgent(), ScriptedUser(), trial=i, k=6, location="sandtable.yaml:1")
+              for task in domain.tasks for i in range(1, 7)]
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": domain.sha256}],
+                   agent="reference", user="scripted", k=6, run_seed=0)
+    path = tmp_path_factory.mktemp("big") / "report.html"
+    with path.open("w", encoding="utf-8") as fp:
+        write_report_html(build_results(trials, meta), fp, secrets=(), inline_limit=20_000)
+    return path
+
+
+def test_compressed_trials_are_data_the_page_cannot_run(compressed_report: Path) -> None:
+    html = compressed_report.read_text(encoding="utf-8")
+    assert BREAKOUT not in html and "alert(1)" not in html  # only in the compressed blocks
+    blocks = re.findall(r'<script type="application/octet-stream" id="[gz]\d+">([A-Za-z0-9+/=]*)</script>', html)
+    assert len(blocks) == html.count("<script") - 1 >= 4  # every other <script> is one of ours: data, never run
+    assert html.count('<details class="group"') == 3  # a fold of passing trials per task
+
+
+@needs_chromium
+def test_a_compressed_trial_opens_in_a_browser_and_its_markup_stays_text(compressed_report: Path) -> None:
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed")
+    url = compressed_report.as_uri()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(url)
+            assert page.locator("#headline").is_visible()
+            assert page.locator("#compressed-note").inner_text().startswith("17 of 18 trials are stored compressed")
+
+            # a square of a compressed passing trial: its task's fold opens, then the trial, decompressed
+            task = page.locator("table.tasks").get_by_role("link", name="order-status").get_attribute("href")
+            assert task is not None
+            trial = f"trial-{task.removeprefix('#task-')}-2"
+            assert page.locator(f"#{trial}").count() == 0  # not in the page until its fold is opened
+            page.locator(f'a.dot[href="#{trial}"]').click()
+            body = page.locator(f"#{trial} .trial-body")
+            body.get_by_text("Your order O-1 has shipped.").wait_for(state="visible", timeout=10_000)
+            assert page.locator(f"#{trial}").evaluate("d => d.open") is True
+            user = body.locator("li.msg.user .text")
+            assert user.inner_text() == f"{BREAKOUT} Where is my order O-1?"  # shown as text
+            assert _in_viewport(page, f"#{trial}")
+
+            # a folded one opened by hand
+            fold = page.locator(f"{task}-passed")
+            assert fold.locator(":scope > summary").inner_text() == "6 passed trials, stored compressed"
+            other = page.locator(f"#trial-{task.removeprefix('#task-')}-5")
+            other.locator("summary").click()
+            other.locator(".trial-body li.msg.agent").wait_for(state="visible", timeout=10_000)
+            assert other.locator(".trial-body li.msg.agent .text").inner_text() == "Your order O-1 has shipped."
+
+            # the planted markup never ran; the page made no request of its own
+            assert dialogs == [] and page.evaluate("typeof window.__pwned") == "undefined"
+            assert page.locator("img").count() == 0
+            assert errors == [] and requests == [url]
+
+            # without JS: every figure shows, the fold says what opening it needs
+            nojs = browser.new_context(java_script_enabled=False).new_page()
+            nojs.goto(url)
+            assert nojs.locator("#headline").is_visible() and nojs.locator("table.tasks").is_visible()
+            assert nojs.get_by_text("Sorry.").first.is_visible()  # greet[2] failed: in full
+            nojs.locator(f"{task}-passed summary").click()
+            empty = nojs.locator(f"{task}-passed .group-body")
+            assert empty.evaluate("el => getComputedStyle(el, '::after').content") == (
+                '"Stored compressed in this page: opening it needs JavaScript (results.json holds it in full)."')
         finally:
             browser.close()

@@ -274,7 +274,7 @@ def test_unknown_key_with_did_you_mean() -> None:
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys() -> None:
     assert problems(DOMAIN + "faults: []\n") == [
         "sandtable.yaml:112:1: faults: unknown key 'faults'; expected one of: "
-        "version, name, description, policy, tags, world, tools, invariants, tasks"
+        "version, name, description, policy, tags, world, tools, invariants, tasks, clock"
     ]
 
 
@@ -310,7 +310,7 @@ def test_two_ops_in_one_item() -> None:
     two = "- { get: { table: carriers, key: $mc_number }, list: { table: carriers } }"
     assert problems(edit("- get: { table: carriers, key: $mc_number }", two)) == [
         "sandtable.yaml:29:9: tools[0].ops[0]: found 'get' and 'list', expected exactly one of "
-        "get, list, create, update, respond"
+        "get, list, create, update, delete, respond"
     ]
 
 
@@ -638,16 +638,15 @@ def test_a_json_schema_keyword_in_a_param_says_what_a_param_takes() -> None:
     ]
 
 
-def test_a_record_reference_in_a_where_points_at_match_and_limit() -> None:
+def test_a_record_reference_in_a_where_points_at_an_operator() -> None:
     text = edit(
         "where: { insurance_status: valid }",
         "where: { insurance_status: { table: loads, key: $load_id, field: status } }",
     )
     assert problems(text) == [
         "sandtable.yaml:66:32: invariants[1].where.insurance_status: found a {table, key, field} record "
-        "reference, expected a value or an operator object: conditions compare with literals and $name "
-        "arguments; to make two records agree on a field, write a `match` rule (its left and right are "
-        "{table, key, field}); a `limit` rule's bound may be one too"
+        "reference, expected a value or an operator object: to compare with a record's field, make it an "
+        "operator's value, e.g. { eq: {table, key, field} }"
     ]
 
 

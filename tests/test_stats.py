@@ -90,3 +90,57 @@ def test_paired_difference_sees_a_drop_and_none_between_equal_runs() -> None:
     assert same[4] == (pytest.approx(-0.3, abs=1e-3), pytest.approx(0.3, abs=1e-3))
     with pytest.raises(ValueError):
         stats.bootstrap_differences(base, new[:3], [1])
+
+
+def test_the_dense_bootstrap_counts_every_resample_at_once_as_one_after_another_would() -> None:
+    """A few (trials, count) combinations take the column-wise path: every resample's
+    histogram from one block of draws. It must be the very histograms, and the very
+    sums, that drawing and counting resample by resample gives with the same seed (the
+    intervals in results.json do not depend on which path computed them)."""
+    import random
+    from bisect import bisect_right
+    from itertools import repeat
+
+    mix = stats._Mixture.of_tasks([(4, 4), (3, 4), (1, 4), (0, 4), (2, 4)] * 3)
+    assert len(mix.combos) <= stats._DENSE
+    rng = random.Random(5)
+    by_one = []
+    for _ in range(300):
+        draws = sorted([rng.random() for _ in repeat(None, mix.size)])
+        upto = [bisect_right(draws, c) for c in mix.cdf[:-1]] + [mix.size]
+        by_one.append([b - a for a, b in zip([0, *upto], upto)])
+    columns = mix.columns(300, random.Random(5))
+    assert [list(row) for row in zip(*columns)] == by_one
+    values = [0.1 * (i + 1) / 3 for i in range(len(mix.combos))]
+    assert stats._column_sums(columns, values, 300) == [sum(c * v for c, v in zip(row, values)) for row in by_one]
+
+
+def test_many_tasks_draw_each_resample_as_binomials_and_land_where_drawing_tasks_does() -> None:
+    """Past _BINOMIAL_FROM tasks a resample's histogram is drawn one binomial per (trials,
+    count) combination instead of one draw per task: the same multinomial, so the same
+    intervals within resampling noise, for a fraction of the draws."""
+    from math import comb as choose
+
+    low, cdf = stats._binomial_table(10, 0.3)
+    exact = [sum(choose(10, x) * 0.3**x * 0.7 ** (10 - x) for x in range(low + i + 1)) for i in range(len(cdf))]
+    assert low == 0 and cdf == pytest.approx(exact, abs=1e-12) and cdf[-1] == 1.0
+    assert stats._binomial_table(0, 0.5) == (0, [1.0]) and stats._binomial_table(7, 1.0) == (7, [1.0])
+    low, cdf = stats._binomial_table(100_000, 0.5)  # only the counts that can be drawn
+    assert 48_000 < low < 50_000 and len(cdf) < 3_000  # 7.4 standard deviations (158) each side
+    tasks = [(4, 4)] * 200 + [(3, 4)] * 150 + [(0, 4)] * 100 + [(1, 4)] * 50
+    assert len(tasks) > stats._BINOMIAL_FROM
+    binomial = stats.bootstrap_intervals(tasks, [1, 4])
+    mix = stats._Mixture.of_tasks(tasks)
+    import random
+
+    columns = mix.binomial_columns(50, random.Random(1))
+    assert len(columns) == len(mix.combos) and all(sum(row) == len(tasks) for row in zip(*columns))
+    threshold = stats._BINOMIAL_FROM
+    try:
+        stats._BINOMIAL_FROM = 10**9  # task by task
+        by_task = stats.bootstrap_intervals(tasks, [1, 4])
+    finally:
+        stats._BINOMIAL_FROM = threshold
+    assert binomial != by_task  # other draws ...
+    for j in (1, 4):  # ... the same interval, within resampling noise
+        assert binomial[j] == (pytest.approx(by_task[j][0], abs=0.01), pytest.approx(by_task[j][1], abs=0.01))  # type: ignore[index]

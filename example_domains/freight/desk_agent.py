@@ -8,7 +8,10 @@ into your service, or, as here, a plain rule-based class with no model at all.
 
 ``DeskAgent`` reads the caller's latest message (MC number, load id, rate,
 intent), keeps what it learned in ``turn.state`` and follows the freight policy:
-vet first, quote the posted rate, counter below the ceiling, book, hand off.
+vet first, quote the posted rate, counter below the ceiling, book, hand off. When a
+system fails (the tasks with ``faults``), it does what a careful desk does: a search
+that is rate-limited is made again, and a booking that timed out is looked up with
+``find_booking`` before anything is booked again.
 
 To show what pass^k is for, it is deliberately imperfect. Per trial,
 ``random.Random(turn.trial.seed)`` decides whether the trial is *flawed* (with
@@ -180,7 +183,7 @@ class DeskAgent:
 
     def _focus(self, turn: Turn, mem: dict[str, Any], load_id: str, origin: str | None) -> str:
         """Look up the load the caller named and pitch it, or something that fits."""
-        result = turn.call_tool("search_loads", {"load_id": load_id})
+        result = self._search(turn, {"load_id": load_id})
         loads = result.value if result.ok else []
         equipment = mem["carrier"].get("equipment")
         if not loads:
@@ -197,7 +200,7 @@ class DeskAgent:
 
     def _alternatives(self, turn: Turn, mem: dict[str, Any], origin: str | None, exclude: str) -> str:
         args = {"origin": origin, "equipment": mem["carrier"].get("equipment")}
-        result = turn.call_tool("search_loads", {k: v for k, v in args.items() if v})
+        result = self._search(turn, {k: v for k, v in args.items() if v})
         loads = [x for x in (result.value if result.ok else []) if x["load_id"] != exclude]
         mem["candidates"] = loads
         if len(loads) == 1:
@@ -205,6 +208,14 @@ class DeskAgent:
         if not loads:
             return "I don't have anything else that fits right now."
         return "I have " + "; and ".join(self._describe(x) for x in loads) + ". Interested?"
+
+    @staticmethod
+    def _search(turn: Turn, args: dict[str, Any]) -> Any:
+        """search_loads, made once more when the load board is rate-limited or down."""
+        result = turn.call_tool("search_loads", args)
+        if not result.ok and (result.error == 429 or (result.error or 0) >= 500):
+            result = turn.call_tool("search_loads", args)
+        return result
 
     def _search_lane(self, turn: Turn, mem: dict[str, Any], said: dict[str, Any]) -> str:
         if not said["origin"]:
@@ -264,11 +275,23 @@ class DeskAgent:
     def _book(self, turn: Turn, mem: dict[str, Any], rate: float) -> str:
         load = mem["load"]
         result = turn.call_tool("book_load", {"load_id": load["load_id"], "mc_number": mem["mc"], "rate": rate})
+        if not result.ok and (result.error or 0) >= 500:  # it may have gone through: look before booking again
+            booking = self._booking_made(turn, load["load_id"], mem["mc"])
+            if booking is not None:
+                return (f"You're booked on {load['load_id']} at {money(booking['rate'])}. "
+                        f"Your confirmation number is {booking['booking_id']}.")
         if not result.ok:
             return f"I couldn't book {load['load_id']}: {result.message}."
         booking = result.value or {}
         return (f"You're booked on {load['load_id']} at {money(rate)}. "
                 f"Your confirmation number is {booking.get('booking_id', 'on its way')}.")
+
+    @staticmethod
+    def _booking_made(turn: Turn, load_id: str, mc: str) -> dict[str, Any] | None:
+        """The carrier's booking on the load, if a book_load that failed went through."""
+        found = turn.call_tool("find_booking", {"load_id": load_id})
+        mine = [b for b in (found.value if found.ok else []) if b.get("mc_number") == mc]
+        return mine[0] if mine else None
 
     def _fuel_advance(self, turn: Turn, mem: dict[str, Any], said: dict[str, Any]) -> str:
         load_id, amount = said["load_id"] or mem["wanted"], said["rate"]

@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import authoring, check, compare, regrade, runs, schema
+from . import authoring, check, compare, importer, regrade, runs, schema
 from .exits import EXIT_ERROR
 
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_subcommands(commands)
     regrade.add_subcommands(commands)
     schema.add_subcommands(commands)
+    importer.add_subcommands(commands)
     return parser
 
 

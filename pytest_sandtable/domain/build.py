@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import faults, handlers
 from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
@@ -44,7 +45,7 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
     (for a table without a ``fields:`` list) every field its rows and writes use.
     """
     data: dict[str, Any] = doc.data
-    return Domain(
+    domain = Domain(
         name=data["name"],
         description=data.get("description", ""),
         policy=data.get("policy", ""),
@@ -56,6 +57,8 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
         tags={tag: _tag_description(d) for tag, d in data.get("tags", {}).items()},
         shared_tags={tag for tag, d in data.get("tags", {}).items() if isinstance(d, dict) and d.get("shared")},
     )
+    handlers.attach(domain, data)  # `handler` and `clock` (docs/handlers.md)
+    return domain
 
 
 def _tag_description(declared: str | dict[str, Any]) -> str:
@@ -112,7 +115,7 @@ def _tool(t: dict[str, Any], pos: Pos | None) -> Tool:
         description=t.get("description", ""),
         params={name: _param(name, p) for name, p in t.get("params", {}).items()},
         checks=[_check(c) for c in t.get("checks", [])],
-        ops=[_op(op) for op in t["ops"]],
+        ops=[_op(op) for op in t.get("ops", [])],  # none for a `handler` tool
         handoff=t.get("handoff", False),
         pos=pos,
     )
@@ -139,6 +142,7 @@ def _check(c: dict[str, Any]) -> Check:
         where=target.get("where"),
         error=c.get("error", 400),
         message=c["message"],
+        each=c.get("each"),
     )
 
 
@@ -188,6 +192,7 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             called=[_matcher(m) for m in expect.get("called", [])],
             not_called=[_matcher(m) for m in expect.get("not_called", [])],
             reply_includes=list(expect.get("reply_includes", [])),
+            world_matches_reference=bool(expect.get("world_matches_reference", False)),
         ),
         reference=[
             RefStep(call=s.get("call"), args=dict(s.get("args", {})), say=s.get("say")) for s in t.get("reference", [])
@@ -195,6 +200,8 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
         pos=doc.pos(("tasks", i)),
         pending=t.get("pending", False),
         expect_nothing=t.get("expect_nothing", False),
+        faults=faults.build_faults(t.get("faults", []), doc.pos, ("tasks", i)),
+        events=faults.build_events(t.get("events", []), doc.pos, ("tasks", i)),
     )
 
 
@@ -222,6 +229,7 @@ def _state(entries: list[dict[str, Any]]) -> list[StateExpectation]:
                 where=entry.get("where"),
                 count=entry.get("count"),
                 index=per_table[entry["table"]],
+                id=entry.get("id"),
             )
         )
     return state

@@ -24,8 +24,11 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
+from . import faults
 from .build import param_schema
+from .conditions import COMBINATORS, RECORD_OPERATORS, is_operator_object
 from .errors import PathTuple, Problem
+from .handlers import handler_problems
 from .model import OP_KINDS, PARAM_TYPES, RESERVED_TAGS
 from .translate import translate
 from .wording import bare, clip, closest, found, quoted_and, show, suggest, unknown
@@ -36,6 +39,15 @@ _ARG_REF = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
 # `{name}` in a check message.
 _MSG_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# exactly `$name` (or `$name.field...`): a reference to an argument's value, not a text
+_EXACT_REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+# only $names, numbers and arithmetic: `$n + 1`, `$balance - $amount`, `$price*2`
+_TERM = r"\s*(?:\$[A-Za-z_][A-Za-z0-9_.]*|[-+]?(?:\d+\.?\d*|\.\d+))\s*"
+_EXPRESSION = re.compile(rf"{_TERM}(?:[-+*/%]{_TERM})+")
+# `$field + x` / `$field - x`: the field's own value changed, which add / subtract say
+_SELF_EXPRESSION = re.compile(r"\s*\$([A-Za-z_][A-Za-z0-9_]*)\s*([-+])\s*(\S+)\s*")
+# the parts of an update besides `set` (engine/tools.py applies them in this order)
+_UPDATE_PARTS = ("add", "subtract", "append")
 
 Fields = dict[str, dict[str, None]]  # table -> its fields, an ordered set
 
@@ -55,6 +67,7 @@ def check(doc: Document) -> tuple[list[Problem], Fields]:
     _invariants(c)
     _tasks(c)
     _unknown_reads(c)
+    c.problems += handler_problems(doc)  # `handler` imports, `clock` times (docs/handlers.md)
     return c.problems, c.fields
 
 
@@ -170,10 +183,31 @@ class _Checker:
         else:  # reported at the end, when every read is known (see `_unknown_reads`)
             self.unknown_reads.setdefault((table, name), []).append((path, at_key))
 
-    def field_keys(self, table: str | None, conditions: Any, path: PathTuple) -> None:
-        for k in _map(conditions):
-            self.field(table, k, (*path, k), at_key=True)
-        self.operator_values(conditions, path)
+    def field_keys(self, table: str | None, conditions: Any, path: PathTuple, *, call: bool = True) -> None:
+        """Conditions on the fields of ``table``'s rows. ``call``: whether a call's
+        arguments are there for `$name` in a record reference's key."""
+        for k, _cond, kpath in self.condition_entries(conditions, path, call=call):
+            self.field(table, k, kpath, at_key=True)
+
+    def condition_entries(self, conditions: Any, path: PathTuple, *,
+                          call: bool) -> Iterator[tuple[str, Any, PathTuple]]:
+        """Each field (or argument) a conditions mapping tests, with its condition and
+        path, those inside `any_of` / `all_of` / `not` too; checks on the way the
+        operator values the schema cannot judge, and record references' tables and fields."""
+        for k, cond in _map(conditions).items():
+            kpath = (*path, k)
+            if k in COMBINATORS:
+                subs = [(None, cond)] if k == "not" else _items(cond)
+                for j, sub in subs:
+                    yield from self.condition_entries(sub, kpath if j is None else (*kpath, j), call=call)
+                continue
+            self.operator_values({k: cond}, path)
+            for op, value in _map(cond).items() if is_operator_object(cond) else ():
+                if op in RECORD_OPERATORS and isinstance(value, dict):
+                    _record(self, None, value, (*kpath, op), with_field=True)
+                    if not call:
+                        self.no_arg_refs(value.get("key"), (*kpath, op, "key"), "an expectation")
+            yield k, cond, kpath
 
     def operator_values(self, conditions: Any, path: PathTuple) -> None:
         """What the schema cannot say: `in` lists and `matches` patterns that work."""
@@ -218,19 +252,66 @@ class _Checker:
             hint = f"tool {clip(tool)} has no params" if not known else ""
             self.add(path, unknown("param", name, known, f"of tool {clip(tool)}", prefix, hint), at_key=at_key)
 
-    def arg_refs(self, tool: str | None, value: Any, path: PathTuple) -> None:
-        """`$name` in `value` must be a param of `tool`."""
+    def arg_refs(self, tool: str | None, value: Any, path: PathTuple, *, each: bool = False) -> None:
+        """`$name` in `value` must be a param of `tool`; `$item` is the element under
+        ``each``, and outside it (unless a param is named so) says where it belongs."""
         for at, name in _arg_refs(value, path):
+            if name == "item" and (each or tool is None or "item" in _map(self.params.get(tool))):
+                continue
+            if name == "item" and tool in self.params:
+                self.add(at, "'$item' is the element of `each`, and there is no `each` here; "
+                             "add each: <an array param> to the check or require rule")
+                continue
             self.param(tool, name, at, prefix="$")
 
     def no_arg_refs(self, value: Any, path: PathTuple, where: str) -> None:
         for at, name in _arg_refs(value, path):
             self.add(at, f"'${clip(name)}' refers to a call argument, but {where} has none; write $$ for a literal $")
 
-    def param_keys(self, tool: str | None, mapping: Any, path: PathTuple) -> None:
-        for k in _map(mapping):
-            self.param(tool, k, (*path, k), at_key=True)
-        self.operator_values(mapping, path)
+    def param_keys(self, tool: str | None, mapping: Any, path: PathTuple, *, call: bool = True) -> None:
+        """Conditions on a call's arguments: each a param of ``tool``, with a condition
+        that the param's type can meet (a rule that can never fire is a mistake)."""
+        for k, cond, kpath in self.condition_entries(mapping, path, call=call):
+            self.param(tool, k, kpath, at_key=True)
+            p = _map(self.params.get(tool or "")).get(k)
+            if isinstance(p, dict):
+                self.param_condition(k, p, cond, kpath)
+
+    def param_condition(self, name: str, p: dict[str, Any], cond: Any, path: PathTuple) -> None:
+        """A condition no argument of param ``p`` can meet, reported: an operator its
+        type never satisfies, or a value its enum or type never takes."""
+        ptype = p.get("type")
+        if ptype not in PARAM_TYPES:  # the schema reports it
+            return
+        if not is_operator_object(cond):
+            self.never_equal(name, p, cond, path)
+            return
+        for op, want in cond.items():
+            takes = _OPERATOR_TYPES.get(op)
+            if takes is not None and ptype not in takes:
+                self.add((*path, op), f"`{op}` never holds for param '{clip(name)}' of type {ptype}: "
+                         f"it applies to {_TYPE_WORDS[takes]}, so the condition can never be met", at_key=True)
+            elif op == "eq":
+                self.never_equal(name, p, want, (*path, op))
+            elif op == "in" and isinstance(want, list):
+                for j, item in enumerate(want):
+                    self.never_equal(name, p, item, (*path, op, j))
+
+    def never_equal(self, name: str, p: dict[str, Any], value: Any, path: PathTuple) -> None:
+        """A literal an argument of param ``p`` can never equal (not in its enum, not of its type)."""
+        if isinstance(value, (dict, list)) or (isinstance(value, str) and _ARG_REF.search(value)):
+            return
+        enum = p.get("enum")
+        if isinstance(enum, list) and not any(_same(value, e) for e in enum):
+            self.add(path, f"found {show(value)}, which param '{clip(name)}' never takes: "
+                           f"expected one of {', '.join(show(e) for e in enum[:12])}")
+            return
+        schema = param_schema(p)
+        if schema.get("type") in ("number", "integer", "boolean"):
+            coerced = _coerce(value, {"type": schema["type"]})
+            if not _valid(coerced, {"type": schema["type"]}):
+                self.add(path, f"{found(value)}, which param '{clip(name)}' of type {schema['type']} never is; "
+                               "the condition can never be met")
 
     def value(self, value: Any, schema: dict[str, Any], path: PathTuple) -> None:
         """``value`` (at ``path``) must be valid under ``schema``, a param's."""
@@ -239,6 +320,40 @@ class _Checker:
         except Exception:  # a malformed param was already reported by the schema
             return
         self.problems += translate(self.doc, errors, path)
+
+
+# The param types each operator can hold for (the others never satisfy it).
+_OPERATOR_TYPES: dict[str, tuple[str, ...]] = {
+    "gt": ("number", "integer", "string"),
+    "gte": ("number", "integer", "string"),
+    "lt": ("number", "integer", "string"),
+    "lte": ("number", "integer", "string"),
+    "contains": ("string", "array"),
+    "matches": ("string", "number", "integer"),
+    "length": ("string", "array", "object"),
+    "each": ("array",),
+}
+_TYPE_WORDS = {
+    ("number", "integer", "string"): "numbers and strings",
+    ("string", "array"): "strings and arrays",
+    ("string", "number", "integer"): "strings and numbers",
+    ("string", "array", "object"): "strings, arrays and objects",
+    ("array",): "arrays",
+}
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as conditions compare (numbers numerically, keys as text)."""
+    return a == b or (not isinstance(a, bool) and not isinstance(b, bool)
+                      and isinstance(a, (int, float, str)) and isinstance(b, (int, float, str))
+                      and _key_str(a) == _key_str(b))
+
+
+def _valid(value: Any, schema: dict[str, Any]) -> bool:
+    try:
+        return not any(True for _ in jsonschema.Draft202012Validator(schema).iter_errors(value))
+    except Exception:  # pragma: no cover - the schemas here are fixed
+        return True
 
 
 # --------------------------------------------------------------------------- world
@@ -371,10 +486,10 @@ def _write(op: Any, path: PathTuple) -> Iterator[tuple[str, dict[str, Any], Path
         return
     kind, spec = single
     spec = _map(spec)
-    part = "row" if kind == "create" else "set"
     table = spec.get("table")
-    values = spec.get(part)
-    if isinstance(table, str) and isinstance(values, dict):
+    if not isinstance(table, str):
+        return
+    for part, values in _writes_of(kind, spec):
         yield table, values, (*path, kind, part)
 
 
@@ -429,21 +544,130 @@ def _param_def(c: _Checker, p: Any, path: PathTuple) -> None:
 
 def _tool_check(c: _Checker, tool: str, entry: dict[str, Any], path: PathTuple) -> None:
     """One of a tool's `checks`: its row reference and its message's `$name` and `{name}`."""
+    each = _each(c, tool, entry.get("each"), (*path, "each"))
     for kind in ("require", "forbid"):
         target = entry.get(kind)
         if not isinstance(target, dict):
             continue
         tpath = (*path, kind)
         table = c.table(target.get("table"), (*tpath, "table"))
-        c.arg_refs(tool, target.get("key"), (*tpath, "key"))
+        c.arg_refs(tool, target.get("key"), (*tpath, "key"), each=each)
+        _one_value_key(c, tool, target.get("key"), (*tpath, "key"))
         c.field_keys(table, target.get("where"), (*tpath, "where"))
-        c.arg_refs(tool, target.get("where"), (*tpath, "where"))
+        c.arg_refs(tool, target.get("where"), (*tpath, "where"), each=each)
     message = entry.get("message")
     if isinstance(message, str):
-        c.arg_refs(tool, message, (*path, "message"))
+        c.arg_refs(tool, message, (*path, "message"), each=each)
         for m in _MSG_REF.finditer(message):
-            if m.group(1):
+            if m.group(1) and not (each and m.group(1) == "item"):
                 c.param(tool, m.group(1), (*path, "message"), prefix="{")
+
+
+def _each(c: _Checker, tool: str | None, name: Any, path: PathTuple) -> bool:
+    """`each: param` names an array param of ``tool``; whether `each` is given at all."""
+    if name is None:
+        return False
+    p = _map(c.params.get(tool or "")).get(name) if isinstance(name, str) else None
+    if p is None:
+        c.param(tool, name, path)
+    elif isinstance(p, dict) and p.get("type") in PARAM_TYPES and p.get("type") != "array":
+        c.add(path, f"'{clip(name)}' is a param of type {p['type']}; `each` takes an array param, "
+                    "whose elements it checks one by one")
+    return True
+
+
+def _one_value_key(c: _Checker, tool: str | None, key: Any, path: PathTuple) -> None:
+    """A record's key that is a whole array or object argument names no record: the
+    rule or check would never find one. `each` is what was meant."""
+    m = _EXACT_REF.fullmatch(key) if isinstance(key, str) and tool is not None else None
+    if m is None or m.group(2):
+        return
+    name = m.group(1)
+    p = _map(c.params.get(tool or "")).get(name)
+    if isinstance(p, dict) and p.get("type") in ("array", "object"):
+        fix = f"write each: {name} and key: $item (or $item.<field>)" if p["type"] == "array" \
+            else f"write key: ${name}.<field>"
+        c.add(path, f"'{clip(key)}' is a param of type {p['type']}, and a key is one value, so no record "
+                    f"is ever found; {fix}")
+
+
+def _writes_of(kind: str, spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The parts of a write op that name fields: a create's `row`, an update's `set`,
+    `add`, `subtract` and `append`."""
+    for part in ("row",) if kind == "create" else ("set", *_UPDATE_PARTS):
+        values = spec.get(part)
+        if isinstance(values, dict):
+            yield part, values
+
+
+def _update(c: _Checker, tool: str | None, table: str | None, spec: dict[str, Any], path: PathTuple) -> None:
+    """An update's parts: a field in one part only; `add` / `subtract` with numbers on
+    fields that hold numbers; `append` on fields that hold lists."""
+    seen: dict[str, str] = {}
+    for part, values in _writes_of("update", spec):
+        for f, value in values.items():
+            fpath = (*path, part, f)
+            if f in seen:
+                c.add(fpath, f"field '{clip(f)}' is also in `{seen[f]}`; an update changes a field once", at_key=True)
+                continue
+            seen[f] = part
+            if part in ("add", "subtract"):
+                _amount(c, tool, part, value, fpath)
+                _seed_kinds(c, table, f, fpath, part)
+            elif part == "append":
+                _seed_kinds(c, table, f, fpath, part)
+
+
+def _amount(c: _Checker, tool: str | None, part: str, value: Any, path: PathTuple) -> None:
+    """What `add` / `subtract` takes: a number, or a `$name` of a number or integer param."""
+    if isinstance(value, str):
+        m = _EXACT_REF.fullmatch(value)
+        if m and not m.group(2):
+            p = _map(c.params.get(tool or "")).get(m.group(1))
+            if isinstance(p, dict) and p.get("type") in PARAM_TYPES and p["type"] not in ("number", "integer"):
+                c.add(path, f"'{clip(value)}' is a param of type {p['type']}; `{part}` takes a number "
+                            "or a $name of a number or integer param")
+            return
+        if not _NUMBER.fullmatch(value.strip()):
+            c.add(path, f"{found(value)}, expected a number or a $name argument for `{part}`")
+
+
+def _seed_kinds(c: _Checker, table: str | None, f: str, path: PathTuple, part: str) -> None:
+    """`add` / `subtract` on a field some seed row holds a non-number in, `append` on one
+    some seed row holds a non-list in: the write would fail at run time."""
+    if table is None:
+        return
+    want = "list" if part == "append" else "number"
+    for i, row in _items(c.tables[table].get("rows")):
+        v = _map(row).get(f)
+        if v is None:
+            continue
+        ok = isinstance(v, list) if want == "list" else _NUMBER.fullmatch(str(v).strip()) is not None \
+            and not isinstance(v, bool) and isinstance(v, (int, float, str))
+        if not ok:
+            line = c.doc.pos(("world", table, "rows", i, f))
+            at = f" (line {line.line})" if line else ""
+            c.add(path, f"`{part}` needs a {want} field, but '{clip(f)}' of table {clip(table)} "
+                        f"holds {show(v)} in a seed row{at}", at_key=True)
+            return
+
+
+def _no_expressions(c: _Checker, values: Any, path: PathTuple, part: str) -> None:
+    """A value that reads like arithmetic (`$n + 1`) would be stored as that text:
+    values are never computed, so it is an error that points at `add` / `subtract`."""
+    for f, value in _map(values).items():
+        if not (isinstance(value, str) and _EXPRESSION.fullmatch(value) and _ARG_REF.search(value)):
+            continue
+        m = _SELF_EXPRESSION.fullmatch(value)
+        if part == "set" and m is not None and m.group(1) == f:
+            op = "add" if m.group(2) == "+" else "subtract"
+            fix = f"to change a number, write {op}: {{ {clip(f)}: {m.group(3)} }} in the update"
+        elif part == "set":
+            fix = f"to change a number, write add: {{ {clip(f)}: <a number or $name> }} (or subtract) in the update"
+        else:
+            fix = "write the number, or change it with an update's add / subtract"
+        c.add((*path, f), f"found {show(value)}, arithmetic, which values never do (it would be stored "
+                          f"as this text); {fix}")
 
 
 def _op(c: _Checker, tool: str, op: Any, path: PathTuple) -> None:
@@ -458,9 +682,14 @@ def _op(c: _Checker, tool: str, op: Any, path: PathTuple) -> None:
     if not isinstance(spec, dict):
         return
     table = c.table(spec.get("table"), (*opath, "table"))
-    for part in ("key", "limit", "row", "set"):
+    for part in ("key", "limit", "row", "set", *_UPDATE_PARTS):
         if part in spec:
             c.arg_refs(tool, spec[part], (*opath, part))
+    for part, values in _writes_of(kind, spec) if kind in ("create", "update") else ():
+        if part in ("set", "row"):
+            _no_expressions(c, values, (*opath, part), part)
+    if kind == "update":
+        _update(c, tool, table, spec, opath)
     if kind == "list":
         c.field_keys(table, spec.get("where"), (*opath, "where"))
         c.arg_refs(tool, spec.get("where"), (*opath, "where"))
@@ -505,32 +734,54 @@ def _never_disclose(c: _Checker, inv: dict[str, Any], path: PathTuple) -> None:
         vpath = (*path, "values")
         table = c.table(values.get("table"), (*vpath, "table"))
         c.field(table, values.get("field"), (*vpath, "field"))
-        c.field_keys(table, values.get("where"), (*vpath, "where"))
+        c.field_keys(table, values.get("where"), (*vpath, "where"))  # no_arg_refs reports every $name
         c.no_arg_refs(values.get("where"), (*vpath, "where"), "never_disclose")
 
 
-def _record(c: _Checker, tool: str | None, ref: Any, path: PathTuple, *, with_field: bool) -> str | None:
+def _record(c: _Checker, tool: str | None, ref: Any, path: PathTuple, *, with_field: bool,
+            each: bool = False) -> str | None:
     """A `{table, key}` (with `field`) reference to a row; returns its table if it exists."""
     if not isinstance(ref, dict):
         return None
     table = c.table(ref.get("table"), (*path, "table"))
-    c.arg_refs(tool, ref.get("key"), (*path, "key"))
+    c.arg_refs(tool, ref.get("key"), (*path, "key"), each=each)
     if with_field:
         c.field(table, ref.get("field"), (*path, "field"))
     return table
 
 
 def _require(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
-    table = _record(c, tool, inv.get("record"), (*path, "record"), with_field=False)
+    each = _each(c, tool, inv.get("each"), (*path, "each"))
+    record = inv.get("record")
+    table = _record(c, tool, record, (*path, "record"), with_field=False, each=each)
+    _one_value_key(c, tool, _map(record).get("key"), (*path, "record", "key"))
     c.field_keys(table, inv.get("where"), (*path, "where"))
-    c.arg_refs(tool, inv.get("where"), (*path, "where"))
+    c.arg_refs(tool, inv.get("where"), (*path, "where"), each=each)
 
 
 def _limit(c: _Checker, tool: str | None, inv: dict[str, Any], path: PathTuple) -> None:
-    c.param(tool, inv.get("arg"), (*path, "arg"))
+    arg = inv.get("arg")
+    c.param(tool, arg, (*path, "arg"))
+    p = _map(c.params.get(tool or "")).get(arg) if isinstance(arg, str) else None
+    if isinstance(arg, str) and isinstance(p, dict):
+        _numeric_param(c, arg, p, (*path, "arg"), "a limit on it never fires")
     for bound in ("lt", "lte", "gt", "gte"):
         if bound in inv:
             _limit_bound(c, tool, inv[bound], (*path, bound))
+
+
+def _numeric_param(c: _Checker, name: str, p: dict[str, Any], path: PathTuple, consequence: str) -> None:
+    """A param whose arguments are never numbers (an array, object or boolean, or a
+    string whose enum has no number) makes a numeric comparison on it a dead rule."""
+    ptype = p.get("type")
+    enum = p.get("enum")
+    if ptype in ("array", "object", "boolean"):
+        c.add(path, f"'{clip(name)}' is a param of type {ptype}, never a number, so {consequence}; "
+                    "bound a number or integer param")
+    elif ptype == "string" and isinstance(enum, list) and enum \
+            and not any(_NUMBER.fullmatch(str(e).strip()) for e in enum):
+        c.add(path, f"'{clip(name)}' is a param whose enum has no number, so {consequence}; "
+                    "bound a number or integer param")
 
 
 def _limit_bound(c: _Checker, tool: str | None, value: Any, path: PathTuple) -> None:
@@ -540,6 +791,10 @@ def _limit_bound(c: _Checker, tool: str | None, value: Any, path: PathTuple) -> 
     elif isinstance(value, str):
         if list(_arg_refs(value, path)):
             c.arg_refs(tool, value, path)
+            m = _EXACT_REF.fullmatch(value)
+            p = _map(c.params.get(tool or "")).get(m.group(1)) if m and not m.group(2) else None
+            if m and isinstance(p, dict):
+                _numeric_param(c, m.group(1), p, path, "the bound never applies")
         elif not _NUMBER.fullmatch(value.strip()):
             c.add(path, f"{found(value)}, expected a number, a $name argument or {{table, key, field}}")
 
@@ -589,6 +844,7 @@ def _tasks(c: _Checker) -> None:
         _expect(c, _map(task.get("expect")), (*path, "expect"))
         for j, step in _items(task.get("reference")):
             _step(c, _map(step), (*path, "reference", j))
+        faults.check_task(c, task, path)
 
 
 def _task_tags(c: _Checker, task_tags: Any, declared: list[str] | None, path: PathTuple) -> None:
@@ -637,6 +893,10 @@ def _given(c: _Checker, given: Any, path: PathTuple) -> None:
         kind, spec = single
         opath = (*path, j, kind)
         c.no_arg_refs(spec, opath, "given")
+        for part in _UPDATE_PARTS if kind == "update" else ():
+            if part in spec:
+                c.add((*opath, part), f"`{part}` is for tools' updates; `given` writes its values as they are: "
+                                      "use set with the value the row should hold", at_key=True)
         table = c.table(spec.get("table"), (*opath, "table"))
         if table is None:
             continue
@@ -661,8 +921,16 @@ def _given(c: _Checker, given: Any, path: PathTuple) -> None:
 
 
 def _expect(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
+    first_at: dict[str, int] = {}
     for j, entry in _items(expect.get("state")):
         _state(c, _map(entry), (*path, "state", j))
+        state_id = _map(entry).get("id")
+        if isinstance(state_id, str):
+            if state_id in first_at:
+                first = c.line_of((*path, "state", first_at[state_id]))
+                c.add((*path, "state", j, "id"), f"duplicate state id '{clip(state_id)}' in this task{first}")
+            else:
+                first_at[state_id] = j
     for part in ("called", "not_called"):
         for j, matcher in _items(expect.get(part)):
             mpath = (*path, part, j)
@@ -670,7 +938,7 @@ def _expect(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
                 c.tool(matcher, mpath)
             elif isinstance(matcher, dict):
                 tool = c.tool(matcher.get("tool"), (*mpath, "tool"))
-                c.param_keys(tool, matcher.get("args"), (*mpath, "args"))
+                c.param_keys(tool, matcher.get("args"), (*mpath, "args"), call=False)
 
 
 def _state(c: _Checker, entry: dict[str, Any], path: PathTuple) -> None:
@@ -685,8 +953,8 @@ def _state(c: _Checker, entry: dict[str, Any], path: PathTuple) -> None:
         c.add((*path, "fields"), "'fields' needs 'key'; to count matching rows use where and count", at_key=True)
     elif not has:
         c.add(path, "missing required key: one of 'key', 'where', 'count'")
-    c.field_keys(table, entry.get("fields"), (*path, "fields"))
-    c.field_keys(table, entry.get("where"), (*path, "where"))
+    c.field_keys(table, entry.get("fields"), (*path, "fields"), call=False)
+    c.field_keys(table, entry.get("where"), (*path, "where"), call=False)
 
 
 def _step(c: _Checker, step: dict[str, Any], path: PathTuple) -> None:

@@ -2,13 +2,19 @@
 
 Number comparison is numeric: "2100", 2100 and 2100.0 are equal. Strings that
 are not numbers compare as strings (so ISO dates order correctly).
+
+A conditions mapping is field -> value or operator object, plus the combinators
+`any_of` / `all_of` (lists of conditions) and `not` (conditions). An operator's value
+may be a record's field, `{table, key, field}`, read from the world when the
+conditions are resolved (:func:`resolve_where` with a ``lookup``), so evaluating
+(:func:`row_matches`, :func:`test`) never needs the world.
 """
 
 from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -24,7 +30,17 @@ OPERATOR_SYMBOLS = {
     "contains": "contains",
     "matches": "matches",
     "exists": "exists",
+    "length": "length",
+    "each": "each",
 }
+
+# Keys of a conditions mapping that are not fields: they combine other conditions.
+COMBINATORS = frozenset({"any_of", "all_of", "not"})
+# The operators whose value may be a record's field, {table, key, field}.
+RECORD_OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains"})
+
+# A row of a table by key, or None: how conditions read a record's field (World.get).
+Lookup = Callable[[str, Any], "Mapping[str, Any] | None"]
 
 
 class _Absent:
@@ -36,8 +52,8 @@ class _Absent:
 
 ABSENT: Any = _Absent()
 
-_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
-_EMBEDDED = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
+_REF = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
+_EMBEDDED = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
 _NUMBER = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s*$")
 
 
@@ -45,21 +61,31 @@ def resolve(expr: Any, args: Mapping[str, Any]) -> Any:
     """Resolve `$name` references in a value expression against a call's arguments.
 
     A string that is exactly `$name` becomes the argument's value (typed), or
-    ABSENT when the call did not give it. `$name` inside a longer string is
-    interpolated; `$$` is a literal `$`. Dicts and lists are resolved deeply.
+    ABSENT when the call did not give it; exactly `$name.field` (any depth) is a
+    field of an object argument (`$item.flight_number` in `each`). `$name` inside a
+    longer string is interpolated; `$$` is a literal `$`. Dicts and lists are
+    resolved deeply.
     """
     if isinstance(expr, str):
         if "$" not in expr:
             return expr
         m = _REF.match(expr)
         if m:
-            return args.get(m.group(1), ABSENT)
+            value = args.get(m.group(1), ABSENT)
+            if not m.group(2) or value is ABSENT:
+                return value
+            if isinstance(value, dict):
+                return _path(value, m.group(2))
+            # not an object: the text it always was, `$load_id.` then the rest
 
         def sub(mm: re.Match[str]) -> str:
             if mm.group(0) == "$$":
                 return "$"
             v = args.get(mm.group(1), ABSENT)
-            return "" if v is ABSENT else format_value(v)
+            rest = mm.group(2)
+            if rest and isinstance(v, dict):  # `$item.flight_number`: the object's field
+                v, rest = _path(v, rest), ""
+            return ("" if v is ABSENT else format_value(v)) + rest
 
         return _EMBEDDED.sub(sub, expr)
     if isinstance(expr, dict):
@@ -67,6 +93,15 @@ def resolve(expr: Any, args: Mapping[str, Any]) -> Any:
     if isinstance(expr, list):
         return [resolve(v, args) for v in expr]
     return expr
+
+
+def _path(value: Any, path: str) -> Any:
+    """The field at ``.a.b`` of an object value; ABSENT when it has none."""
+    for name in path[1:].split("."):
+        if not isinstance(value, dict) or name not in value:
+            return ABSENT
+        value = value[name]
+    return value
 
 
 _BRACE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -178,6 +213,10 @@ def test(actual: Any, cond: Any, present: bool = True) -> bool:
                 ok = False
         elif op == "matches":
             ok = isinstance(actual, (str, int, float)) and re.search(str(want), str(actual)) is not None
+        elif op == "length":
+            ok = isinstance(actual, (str, list, dict)) and test(len(actual), want)
+        elif op == "each":
+            ok = isinstance(actual, list) and all(element_matches(x, want) for x in actual)
         else:  # pragma: no cover - validated at load time
             return False
         if not ok:
@@ -185,14 +224,80 @@ def test(actual: Any, cond: Any, present: bool = True) -> bool:
     return True
 
 
-def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Resolve a where clause; fields whose `$arg` was not given are dropped."""
+def element_matches(element: Any, cond: Any) -> bool:
+    """Does one element of a list satisfy `each`'s condition: a value or an operator
+    object for the element itself, or conditions on its fields when it is an object."""
+    if isinstance(cond, dict) and not is_operator_object(cond):
+        return isinstance(element, dict) and row_matches(element, cond)
+    return test(element, cond)
+
+
+def is_record_ref(value: Any) -> bool:
+    """``{table, key, field}``: a record's field, read from the world."""
+    return type(value) is dict and "table" in value and "field" in value
+
+
+def _record_value(ref: Mapping[str, Any], lookup: Lookup | None) -> Any:
+    """The field of the record a resolved reference names; ABSENT when it does not
+    resolve (no world, no such record, the field absent or null), like an argument
+    the call did not give."""
+    key = ref.get("key", ABSENT)
+    if lookup is None or key is ABSENT:
+        return ABSENT
+    row = lookup(ref["table"], key)
+    if row is None or row.get(ref["field"]) is None:
+        return ABSENT
+    return row[ref["field"]]
+
+
+def resolve_conditions(where: Mapping[str, Any] | None, args: Mapping[str, Any],
+                       lookup: Lookup | None = None) -> dict[str, Any]:
+    """Resolve `$name` and record references in conditions, leaving ABSENT where a
+    value is unknown (for rules that then do not apply; see :func:`has_absent`)."""
     out: dict[str, Any] = {}
     for f, cond in (where or {}).items():
+        if f in COMBINATORS:
+            if f == "not":
+                out[f] = resolve_conditions(cond, args, lookup)
+            else:
+                out[f] = [resolve_conditions(c, args, lookup) for c in cond]
+            continue
+        r = resolve(cond, args)
+        if type(r) is dict and is_operator_object(r):
+            r = {op: _record_value(v, lookup) if op in RECORD_OPERATORS and is_record_ref(v) else v
+                 for op, v in r.items()}
+        out[f] = r
+    return out
+
+
+def has_absent(v: Any) -> bool:
+    """Whether a resolved value refers to something unknown anywhere inside."""
+    if v is ABSENT:
+        return True
+    if isinstance(v, dict):
+        return any(has_absent(x) for x in v.values())
+    if isinstance(v, list):
+        return any(has_absent(x) for x in v)
+    return False
+
+
+def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any],
+                  lookup: Lookup | None = None) -> dict[str, Any]:
+    """Resolve a where clause; fields whose `$arg` was not given (or whose record
+    reference does not resolve) are dropped, and so are combinator parts left empty."""
+    out: dict[str, Any] = {}
+    for f, cond in (where or {}).items():
+        if f in COMBINATORS:
+            part = _resolve_combinator(f, cond, args, lookup)
+            if part is not None:
+                out[f] = part
+            continue
         r = resolve(cond, args)
         if r is ABSENT:
             continue
         if is_operator_object(r):
+            r = {op: _record_value(v, lookup) if op in RECORD_OPERATORS and is_record_ref(v) else v
+                 for op, v in r.items()}
             r = {op: v for op, v in r.items() if v is not ABSENT}
             if not r:
                 continue
@@ -200,10 +305,31 @@ def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any]) -> d
     return out
 
 
+def _resolve_combinator(kind: str, cond: Any, args: Mapping[str, Any], lookup: Lookup | None) -> Any:
+    """A resolved `not` or `any_of` / `all_of`; None when nothing of it is left (every
+    field of it refers to an argument not given), so that it is ignored as a field is."""
+    if kind == "not":
+        inner = resolve_where(cond, args, lookup)
+        return inner or None
+    parts = [p for p in (resolve_where(c, args, lookup) for c in cond) if p]
+    return parts or None
+
+
+def _combinator_holds(row: Mapping[str, Any], kind: str, cond: Any) -> bool:
+    if kind == "not":
+        return not row_matches(row, cond)
+    if kind == "any_of":
+        return any(row_matches(row, c) for c in cond)
+    return all(row_matches(row, c) for c in cond)
+
+
 def row_matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
     """Does a row satisfy an already resolved where clause?"""
     for f, cond in where.items():
-        if not test(row.get(f), cond, f in row):
+        if f in COMBINATORS:
+            if not _combinator_holds(row, f, cond):
+                return False
+        elif not test(row.get(f), cond, f in row):
             return False
     return True
 
@@ -211,10 +337,35 @@ def row_matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
 def first_mismatch(row: Mapping[str, Any], where: Mapping[str, Any]) -> str | None:
     """Describe the first field of a row that fails the clause, or None."""
     for f, cond in where.items():
+        if f in COMBINATORS:
+            if not _combinator_holds(row, f, cond):
+                return _combinator_mismatch(row, f, cond)
+            continue
         if not test(row.get(f), cond, f in row):
-            got = format_literal(row[f]) if f in row else "missing"
+            got = _clipped(format_literal(row[f])) if f in row else "missing"
             return f"{f} is {got}, expected {describe_condition(cond)}"
     return None
+
+
+# The most characters of a found value a mismatch repeats: enough to recognise it, so
+# that a long text in a row does not fill a check's detail.
+_FOUND_MAX = 80
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= _FOUND_MAX else f"{text[:_FOUND_MAX]}... ({len(text):,} characters)"
+
+
+def _combinator_mismatch(row: Mapping[str, Any], kind: str, cond: Any) -> str:
+    if kind == "not":
+        return f"{describe_clause(cond)} holds, expected it not to"
+    if kind == "all_of":
+        for c in cond:
+            miss = first_mismatch(row, c)
+            if miss:
+                return miss
+    misses = [first_mismatch(row, c) or "" for c in cond]
+    return "none of any_of holds: " + "; or ".join(misses)
 
 
 def describe_condition(cond: Any) -> str:
@@ -224,6 +375,12 @@ def describe_condition(cond: Any) -> str:
     for op, want in cond.items():
         if op == "exists":
             parts.append("present" if want else "absent")
+        elif op == "length":
+            parts.append(f"length {describe_condition(want)}")
+        elif op == "each":
+            inner = describe_clause(want) if isinstance(want, dict) and not is_operator_object(want) \
+                else describe_condition(want)
+            parts.append(f"each {inner}")
         elif op == "eq":
             parts.append(format_literal(want))
         else:
@@ -235,11 +392,31 @@ def describe_clause(where: Mapping[str, Any]) -> str:
     """`amount > 500, status="open"`: a resolved clause for messages."""
     parts = []
     for f, cond in where.items():
-        if is_operator_object(cond):
+        if f == "not":
+            parts.append(f"not ({describe_clause(cond)})")
+        elif f in COMBINATORS:
+            joiner = " or " if f == "any_of" else " and "
+            parts.append(f"{f} (" + joiner.join(f"({describe_clause(c)})" if len(c) > 1 else describe_clause(c)
+                                               for c in cond) + ")")
+        elif is_operator_object(cond):
             parts.append(f"{f} {describe_condition(cond)}")
         else:
             parts.append(f"{f}={format_literal(cond)}")
     return ", ".join(parts)
+
+
+def condition_fields(where: Mapping[str, Any]) -> list[str]:
+    """The fields a clause tests, those inside its combinators too, each once in order."""
+    out: dict[str, None] = {}
+    for f, cond in where.items():
+        if f == "not":
+            out.update(dict.fromkeys(condition_fields(cond)))
+        elif f in COMBINATORS:
+            for c in cond:
+                out.update(dict.fromkeys(condition_fields(c)))
+        else:
+            out[f] = None
+    return list(out)
 
 
 def json_type(value: Any, *, integer: bool = False) -> str:

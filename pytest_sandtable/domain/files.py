@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 # folders never searched for domain files
 _SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox", ".sandtable"}
@@ -29,17 +30,19 @@ def find_domain_files(folder: Path) -> Iterator[Path]:
             yield entry
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | Callable[[BinaryIO], object]) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a
     rename, so that a reader (or a crash) sees the old file or the new one, never half
-    of one. An existing file keeps its permissions; a new one gets the umask's."""
+    of one. An existing file keeps its permissions; a new one gets the umask's.
+    ``data`` may be a function writing the content to the file it is given (a big file
+    streamed, never whole in memory)."""
     import tempfile  # not at start-up: only writers need it
 
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            data(f) if callable(data) else f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)  # mkstemp makes it 0600

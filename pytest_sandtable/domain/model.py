@@ -17,9 +17,9 @@ from typing import Any, Literal
 SPEC_VERSION = 1
 
 PARAM_TYPES = ("string", "number", "integer", "boolean", "object", "array")
-OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists")
+OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists", "length", "each")
 INVARIANT_KINDS = ("before", "require", "limit", "match", "never", "never_disclose")
-OP_KINDS = ("get", "list", "create", "update", "respond")
+OP_KINDS = ("get", "list", "create", "update", "delete", "respond")
 # A task's tags become pytest markers on its trials; these markers already mean
 # something to pytest (or are the one every trial carries), so no tag may be one.
 RESERVED_TAGS = frozenset(
@@ -90,6 +90,7 @@ class Check:
     where: dict[str, Any] | None = None  # field -> value expr or operator object
     error: int = 400
     message: str = ""
+    each: str | None = None  # an array param: the check runs per element, as `$item`
 
 
 @dataclass
@@ -97,7 +98,8 @@ class Op:
     """One operation of a tool. `spec` is the op's mapping as written, e.g.
     for `get`: {"table": "carriers", "key": "$mc_number"};
     for `list`: {"table", "where"?, "limit"?, "order_by"?};
-    for `create`: {"table", "row"}; for `update`: {"table", "key", "set"};
+    for `create`: {"table", "row"}; for `update`: {"table", "key", "set"?, "add"?,
+    "subtract"?, "append"?}; for `delete`: {"table", "key"};
     for `respond`: {"value": <any JSON value>} (the op's value as written)."""
 
     kind: str
@@ -113,6 +115,9 @@ class Tool:
     ops: list[Op] = field(default_factory=list)
     handoff: bool = False
     pos: Pos | None = None
+    # `module:function` in place of ops (docs/handlers.md); kept as text, resolved once per
+    # process (domain/handlers.py), so a built domain pickles (domain/cache.py) without code
+    handler: str | None = None
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON Schema of this tool's arguments, as shown to agents."""
@@ -195,6 +200,7 @@ class StateExpectation:
     where: dict[str, Any] | None = None
     count: int | None = None
     index: int = 0  # 1-based position within its table's entries, for check ids (`#1`)
+    id: str | None = None  # the check id's name, `state:<id>`, in place of the position
 
 
 @dataclass
@@ -209,6 +215,9 @@ class Expect:
     called: list[CallMatcher] = field(default_factory=list)
     not_called: list[CallMatcher] = field(default_factory=list)
     reply_includes: list[str] = field(default_factory=list)
+    # the final world must equal the world the task's reference calls make (τ-bench's
+    # criterion; engine/reference_world.py grades it field by field)
+    world_matches_reference: bool = False
 
 
 @dataclass
@@ -218,6 +227,48 @@ class RefStep:
     call: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     say: str | None = None
+
+
+# A task's faults (docs/spec.md, "Faults and events"): what a flaky dependency does to a call.
+FAULT_KINDS = ("timeout", "rate_limit", "server_error")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Calls of ``tool`` failing like a flaky dependency's. ``kind`` is one of
+    :data:`FAULT_KINDS`, or None for ``latency_ms`` alone. Which calls of the tool it
+    hits (counted from 1, calls with valid arguments only): ``calls`` (a list of
+    numbers), or all of them (``every``), or a ``fraction`` drawn from the trial's seed.
+    ``after_commit``: the tool runs first (its writes land), then the agent gets the
+    error. The defaults of ``status``, ``retry_after`` and ``message`` are filled in at
+    build time, so the engine reads them as they are."""
+
+    tool: str
+    kind: str | None
+    calls: tuple[int, ...] = ()
+    every: bool = False
+    fraction: float | None = None
+    after_commit: bool = False
+    status: int | None = None  # the error code the agent sees; None for latency alone
+    retry_after: float | None = None  # rate_limit: the seconds the agent is told to wait
+    latency_ms: int = 0
+    message: str = ""
+    index: int = 0  # its position in the task's `faults`, counted from 1 (for lint and the seed)
+    pos: Pos | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Event:
+    """The world changing under the agent, as someone else would change it: right after
+    the ``call``-th call of ``tool`` (counted as faults count), the ``op`` (``update``,
+    ``create`` or ``delete``) with literal values, in ``spec`` as written."""
+
+    tool: str
+    call: int
+    op: str
+    spec: dict[str, Any]
+    index: int = 0  # its position in the task's `events`, counted from 1
+    pos: Pos | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -236,6 +287,12 @@ class Task:
     # the task's point is that nothing should happen (a refusal): lint expects it to
     # pass when the agent does nothing, and says so as a note, not a warning
     expect_nothing: bool = False
+    # the simulated clock's start for this task (`clock: {now}`), ISO 8601 with an offset;
+    # None: the domain's. Text, not a datetime, so the domain cache's unpickler needs no more classes
+    clock_now: str | None = None
+    # calls that fail and changes that happen under the agent (docs/spec.md, "Faults and events")
+    faults: list[Fault] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
 
 @dataclass
@@ -253,6 +310,8 @@ class Domain:
     shared_tags: set[str] = field(default_factory=set)
     path: str | None = None  # the file it was loaded from
     sha256: str = ""  # of the file's bytes
+    # the simulated clock's start for handlers (`clock: {now}`), ISO 8601 with an offset; None: the default
+    clock_now: str | None = None
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:

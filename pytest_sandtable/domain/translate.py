@@ -52,9 +52,8 @@ _PARAM_HINT = (
 )
 # A record reference where a condition on a field (a value or an operator object) was expected.
 _RECORD_REF_HINT = (
-    "found a {table, key, field} record reference, expected a value or an operator object: conditions "
-    "compare with literals and $name arguments; to make two records agree on a field, write a `match` "
-    "rule (its left and right are {table, key, field}); a `limit` rule's bound may be one too"
+    "found a {table, key, field} record reference, expected a value or an operator object: to compare "
+    "with a record's field, make it an operator's value, e.g. { eq: {table, key, field} }"
 )
 
 
@@ -209,6 +208,8 @@ class _Translator:
             return self._key_count(e)
         if v == "minimum":
             return f"found {show(inst)}, expected at least {vv}"
+        if v == "exclusiveMinimum":
+            return f"found {show(inst)}, expected more than {vv}"
         if v == "maximum":
             return f"found {show(inst)}, expected at most {vv}"
         return str(e.message)

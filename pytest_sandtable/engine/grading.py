@@ -16,13 +16,47 @@ from ..domain.conditions import (
     row_matches,
 )
 from ..domain.model import CallMatcher, Expect, StateExpectation
+from ..domain.wording import clip
 from .results import Check
 from .world import World
 
+# The most characters one differing field takes in a state check's detail: enough to
+# see the value, never a whole document repeated.
+_MISS_MAX = 300
+
 
 def _state_id(e: StateExpectation) -> str:
+    if e.id is not None:
+        return f"state:{e.id}"
     where = format_value(e.key) if e.key is not None else "where"
     return f"state:{e.table}[{where}]#{e.index}"
+
+
+def _misses(row: Mapping[str, Any], where: Mapping[str, Any]) -> list[str]:
+    """Every entry of a clause the row fails, each worded as first_mismatch words one."""
+    out = []
+    for f, cond in where.items():
+        miss = first_mismatch(row, {f: cond})
+        if miss:
+            out.append(clip(miss, _MISS_MAX))
+    return out
+
+
+def _closest(world: World, table: str, where: Mapping[str, Any]) -> str:
+    """``; closest: loads L-1002: status is "open", expected "booked"``: the row that fails
+    the fewest entries of the clause (the first such, in table order); empty when the
+    table has no rows. Only a failed check pays for this scan."""
+    key = world.seed.tables[table].key
+    best: tuple[int, Mapping[str, Any], list[str]] | None = None
+    for row in world.rows(table):
+        misses = _misses(row, where)
+        if misses and (best is None or len(misses) < best[0]):
+            best = (len(misses), row, misses)
+            if len(misses) == 1:
+                break
+    if best is None:
+        return ""
+    return f"; closest: {table} {format_value(best[1].get(key))}: {'; '.join(best[2])}"
 
 
 def grade_state(e: StateExpectation, world: World) -> Check:
@@ -31,29 +65,32 @@ def grade_state(e: StateExpectation, world: World) -> Check:
         row = world.get(e.table, e.key)
         if row is None:
             return Check("state", cid, False, f"{e.table} {format_value(e.key)}: no such row")
-        miss = first_mismatch(row, resolve_where(e.fields, {}))
-        if miss:
-            return Check("state", cid, False, f"{e.table} {format_value(e.key)}: {miss}")
+        misses = _misses(row, resolve_where(e.fields, {}, world.get))
+        if misses:
+            return Check("state", cid, False, f"{e.table} {format_value(e.key)}: {'; '.join(misses)}")
         return Check("state", cid, True)
-    where = resolve_where(e.where, {})
+    where = resolve_where(e.where, {}, world.get)
     n = len(world.select(e.table, where))
     clause = f" where {describe_clause(where)}" if where else ""
     if e.count is None:
         if n >= 1:
             return Check("state", cid, True)
-        return Check("state", cid, False, f"{e.table}{clause}: 0 rows, expected at least 1")
+        return Check("state", cid, False,
+                     f"{e.table}{clause}: 0 rows, expected at least 1{_closest(world, e.table, where)}")
     if n == e.count:
         return Check("state", cid, True)
-    return Check("state", cid, False, f"{e.table}{clause}: {n} row{'s' if n != 1 else ''}, expected {e.count}")
+    closest = _closest(world, e.table, where) if n < e.count else ""
+    return Check("state", cid, False,
+                 f"{e.table}{clause}: {n} row{'s' if n != 1 else ''}, expected {e.count}{closest}")
 
 
 def _call_args_str(args: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={format_literal(v)}" for k, v in args.items())
 
 
-def grade_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str) -> Check:
+def grade_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World) -> Check:
     ok_calls = [c for c in calls if c["tool"] == m.tool and c["ok"]]
-    where = resolve_where(m.args, {})
+    where = resolve_where(m.args, {}, world.get)
     if any(row_matches(c["args"], where) for c in ok_calls):
         return Check("called", cid, True)
     if not where:
@@ -92,8 +129,8 @@ def grade_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str) -> C
     )
 
 
-def grade_not_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str) -> Check:
-    where = resolve_where(m.args, {})
+def grade_not_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World) -> Check:
+    where = resolve_where(m.args, {}, world.get)
     hits = [c for c in calls if c["tool"] == m.tool and row_matches(c["args"], where)]
     if not hits:
         return Check("not_called", cid, True)
@@ -114,9 +151,9 @@ def grade(expect: Expect, world: World, calls: Sequence[dict[str, Any]], agent_t
     """Every expectation of a task, passed or failed, in the order written."""
     checks = [grade_state(e, world) for e in expect.state]
     for m, cid in zip(expect.called, _matcher_ids("called", expect.called)):
-        checks.append(grade_called(m, calls, cid))
+        checks.append(grade_called(m, calls, cid, world))
     for m, cid in zip(expect.not_called, _matcher_ids("not_called", expect.not_called)):
-        checks.append(grade_not_called(m, calls, cid))
+        checks.append(grade_not_called(m, calls, cid, world))
     said = "\n".join(agent_texts).lower()
     for phrase in expect.reply_includes:
         ok = phrase.lower() in said

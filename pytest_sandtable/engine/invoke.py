@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Any
 
-from .api import runs_inline
+from .api import UserReply, runs_inline
 
 # frames of ours and of the machinery that calls agents are not the agent's
 _NOT_THE_AGENTS = (
@@ -97,10 +97,16 @@ async def invoke(fn: Any, arg: Any, timeout: float | None) -> Any:
     if runs_inline(fn) or _is_async(fn):
         value = _called(fn, arg)
     else:
-        value = await asyncio.wait_for(_in_daemon_thread(fn, arg), timeout)
+        value = await _settled_within(_in_daemon_thread(fn, arg), timeout)
+    if value is None or type(value) in _ANSWERS:  # isawaitable's ABC check is a good part of an inline call
+        return value
     if inspect.isawaitable(value):
         return await _awaited_within(value, timeout)
     return value
+
+
+# what an agent or user answers, when it is no awaitable
+_ANSWERS = frozenset({str, UserReply})
 
 
 def _called(fn: Any, arg: Any) -> Any:
@@ -115,38 +121,74 @@ def _called(fn: Any, arg: Any) -> Any:
         raise carried from None
 
 
+# Waiting costs loop iterations ("hops"), and with many trials on one loop every hop
+# waits behind the other trials' work of that iteration: with 32 in flight, each hop
+# adds to every agent turn. So an answer is handed to the trial by the code that has
+# it, in one hop (the trial's wake-up): the agent's task or the agent's thread sets the
+# trial's future itself, rather than through asyncio.wait / wait_for, which take two
+# more (a done callback, then a waiter). The timeout is a timer on the same future.
+
+
 async def _awaited_within(aw: Any, timeout: float | None) -> Any:
     """Await an agent's or user's awaitable in a task of its own, for at most
     ``timeout`` seconds. Its own task tells a CancelledError it raised itself (its
     failure) from the trial's cancellation (pytest -x, Ctrl-C, xdist taking the trial
     away), which still cancels. At its timeout it is cancelled and left to finish on
     its own: an agent that ignores cancellation cannot hold the trial past its time."""
-    task = asyncio.ensure_future(_awaited(aw))
+    answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    task = asyncio.ensure_future(_answered(aw, answer))
     try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except asyncio.CancelledError:  # the trial is cancelled: the call goes with it
-        _abandon(task)
+        return await _settled_within(answer, timeout)
+    except BaseException:  # timed out, or the trial is cancelled: the call goes with it
+        if not task.done():
+            _abandon(task)
         raise
-    if not done:
-        _abandon(task)
-        raise asyncio.TimeoutError()
-    if task.cancelled():  # cancelled by someone else, as the trial pool does at exit
-        raise asyncio.CancelledError()
-    return task.result()
 
 
-async def _awaited(aw: Any) -> Any:
+async def _answered(aw: Any, answer: asyncio.Future[Any]) -> None:
+    """Await ``aw`` and settle ``answer`` with what it ends with (unless the trial
+    stopped waiting). A cancellation from outside cancels ``answer`` too."""
     try:
-        return await aw
+        value = await aw
     except asyncio.CancelledError as e:
         if _being_cancelled():  # its task was cancelled from outside: a real cancellation
+            _settle(answer, None, cancel=True)
             raise
-        raise _AgentExit(e) from None
+        _settle(answer, _AgentExit(e))
+        return
     except BaseException as e:
-        carried = _carried(e)
-        if carried is e:
-            raise
-        raise carried from None
+        _settle(answer, _carried(e))
+        return
+    _settle(answer, value, ok=True)
+
+
+def _settle(answer: asyncio.Future[Any], value: Any, *, ok: bool = False, cancel: bool = False) -> None:
+    """Give ``answer`` its outcome once; a later one (after a timeout) is dropped."""
+    if answer.done():
+        return
+    if cancel:
+        answer.cancel()
+    elif ok:
+        answer.set_result(value)
+    else:
+        answer.set_exception(value)
+
+
+async def _settled_within(answer: asyncio.Future[Any], timeout: float | None) -> Any:
+    """``answer``'s outcome, or TimeoutError after ``timeout`` seconds. A cancellation
+    of the trial cancels ``answer`` (whoever settles it later finds it done)."""
+    timer = None
+    if timeout is not None:
+        timer = asyncio.get_running_loop().call_later(timeout, _time_out, answer)
+    try:
+        return await answer
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _time_out(answer: asyncio.Future[Any]) -> None:
+    _settle(answer, asyncio.TimeoutError())
 
 
 def _being_cancelled() -> bool:
@@ -175,22 +217,14 @@ def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
     fut: asyncio.Future[Any] = loop.create_future()
     ctx = contextvars.copy_context()
 
-    def settle(ok: bool, value: Any) -> None:
-        if fut.done():
-            return
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(value)
-
     def work() -> None:
         try:
-            outcome = (True, ctx.run(fn, arg))
+            outcome: tuple[Any, bool] = (ctx.run(fn, arg), True)
         except BaseException as e:  # carried to the awaiting trial
-            outcome = (False, _carried(e))
+            outcome = (_carried(e), False)
         if not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-                loop.call_soon_threadsafe(settle, *outcome)
+                loop.call_soon_threadsafe(lambda: _settle(fut, outcome[0], ok=outcome[1]))
 
     threading.Thread(target=work, name="sandtable-agent", daemon=True).start()
     return fut

@@ -10,6 +10,8 @@ reports what would make a score misleading:
   not exist (`require`, `limit`, `match`);
 - a script line with `when` that the reference never triggers (its condition
   has a typo, or the reference does not rehearse that branch);
+- a fault or an event of the task that the reference never reaches (it makes fewer
+  calls of the tool than the fault or event waits for), or an event it skips;
 - the task passes when the agent does nothing (its expectations do not tell
   success from silence: τ-bench users' most common grading complaint), unless
   the task says that nothing should happen (`expect_nothing: true`);
@@ -18,13 +20,15 @@ reports what would make a score misleading:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from ..domain.conditions import ABSENT, format_value, resolve
-from ..domain.model import Domain, Task
+from ..domain.model import Domain, Event, Fault, Task
 from ..domain.wording import show
 from .api import Turn, UserReply, UserTurn
+from .faults import apply_event, counted
 from .reference import ReferenceAgent
 from .results import TrialResult
 from .scripted_user import ScriptedUser
@@ -88,12 +92,16 @@ def _unresolved(domain: Domain, tool: str, args: dict[str, Any], world_get: Any)
             refs += [s["left"], s["right"]]
         else:
             refs += [s[op] for op in ("lt", "lte", "gt", "gte") if isinstance(s.get(op), dict)]
+        # `require` with `each`: one record per element of the array argument, as `$item`
+        items = args.get(s["each"]) if inv.kind == "require" and "each" in s else None
+        arg_sets = [{**args, "item": x} for x in items] if isinstance(items, list) else [args]
         for ref in refs:
-            key = resolve(ref.get("key"), args)
-            if key is ABSENT:
-                out.append(f"rule {inv.id} did not apply: the call gave no {ref.get('key')}")
-            elif world_get(ref["table"], key) is None:
-                out.append(f"rule {inv.id} did not apply: {ref['table']} {format_value(key)} does not exist")
+            for one in arg_sets:
+                key = resolve(ref.get("key"), one)
+                if key is ABSENT:
+                    out.append(f"rule {inv.id} did not apply: the call gave no {ref.get('key')}")
+                elif world_get(ref["table"], key) is None:
+                    out.append(f"rule {inv.id} did not apply: {ref['table']} {format_value(key)} does not exist")
     return out
 
 
@@ -105,12 +113,14 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
         found = [(ERROR, "the scripted user has nothing to say: give user.opening or user.script")]
         return [Finding(level, file, line, task.id, message) for level, message in found]
     user = _TracingUser()
-    found = _reference_findings(domain, task, user)
+    found, replay = _reference_findings(domain, task, user)
     findings = [Finding(level, file, line, task.id, message) for level, message in found]
     if task.reference:
         findings += [
             Finding(WARNING, file, at or line, task.id, message) for at, message in _untriggered_lines(task, user.said)
         ]
+    if replay is not None:
+        findings += [Finding(WARNING, file, at or line, task.id, message) for at, message in _unreached(task, replay)]
     findings += [Finding(level, file, line, task.id, message) for level, message in _silence_findings(domain, task)]
     return findings
 
@@ -121,11 +131,14 @@ def _reacts(task: Task) -> bool:
     return task.user.say_unknown is not None or any(line.when is not None for line in task.user.script)
 
 
-def _reference_findings(domain: Domain, task: Task, user: _TracingUser) -> list[tuple[str, str]]:
+def _reference_findings(
+    domain: Domain, task: Task, user: _TracingUser
+) -> tuple[list[tuple[str, str]], TrialResult | None]:
     """(level, message) for a reference that does not fit in its turns, errors, fails
-    its own task or breaks a rule, or that rules silently did not apply to."""
+    its own task or breaks a rule, or that rules silently did not apply to; and the
+    reference's replay (None without a reference)."""
     if not task.reference:
-        return [(NOTE, "no reference: the reference agent cannot rehearse this task and lint cannot check it")]
+        return [(NOTE, "no reference: the reference agent cannot rehearse this task and lint cannot check it")], None
     found: list[tuple[str, str]] = []
     says = sum(1 for s in task.reference if s.say is not None)
     user_lines = (1 if task.user.opening else 0) + len(task.user.script)
@@ -141,7 +154,7 @@ def _reference_findings(domain: Domain, task: Task, user: _TracingUser) -> list[
     if result.error:
         found.append((ERROR, f"the reference trial errored: {result.error}"))
     for call in result.calls:
-        if not call["ok"]:
+        if not call["ok"] and not call.get("fault"):  # a fault's error is the task's point
             err = call["error"] or {}
             found.append((NOTE, f"reference call {call['index'] + 1} {call['tool']} returns an error "
                                 f"({err.get('code')} {err.get('message')}); fine if the task is about that"))
@@ -151,7 +164,7 @@ def _reference_findings(domain: Domain, task: Task, user: _TracingUser) -> list[
     for c in result.failed_checks:
         if c.kind != "invariant":
             found.append((ERROR, f"the reference fails its own expectation {c.id}: {c.detail}"))
-    return found + _unapplied_rules(domain, task, result.calls)
+    return found + _unapplied_rules(domain, task, result), result
 
 
 def _ended_early(result: TrialResult, says: int) -> list[tuple[str, str]]:
@@ -177,18 +190,28 @@ def _untriggered_lines(task: Task, said: set[int]) -> list[tuple[int | None, str
     ]
 
 
-def _unapplied_rules(domain: Domain, task: Task, calls: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def _unapplied_rules(domain: Domain, task: Task, result: TrialResult) -> list[tuple[str, str]]:
     """Rules that silently did not apply to the reference's calls, found by replaying its
-    writes in order so that each call sees the world it saw in the trial."""
+    writes (and the task's events) in order so that each call sees the world it saw in
+    the trial."""
     world = World(seed_for(domain))
     apply_given(world, task)
     found: list[tuple[str, str]] = []
-    for call in calls:
+    for entry in result.transcript:
+        if entry["role"] == "event":
+            apply_event(world, task.events[entry["event"] - 1])
+            continue
+        if entry["role"] != "tool":
+            continue
+        call = result.calls[entry["call"]]
         tool = domain.tools.get(call["tool"])
         if tool is None:
             continue
         for msg in _unresolved(domain, tool.name, call["args"], world.get):
             found.append((WARNING, f"reference call {call['index'] + 1} {tool.name}: {msg}"))
+        fault = call.get("fault") or {}
+        if fault.get("kind") and not fault.get("after_commit"):
+            continue  # the fault refused the call before the tool ran
         try:
             args = coerce_args(tool, call["args"])
         except Exception:
@@ -198,10 +221,47 @@ def _unapplied_rules(domain: Domain, task: Task, calls: list[dict[str, Any]]) ->
     return found
 
 
+def _unreached(task: Task, replay: TrialResult) -> list[tuple[int | None, str]]:
+    """(line, message) for each fault and event of the task that the reference's replay
+    never reaches, and each event it skips: a typo in the call number, or a reference
+    that does not rehearse what the task is about."""
+    made = Counter(c["tool"] for c in replay.calls if counted(c))
+    out: list[tuple[int | None, str]] = []
+    for f in task.faults:
+        missed = [] if f.every or f.fraction is not None else [n for n in f.calls if n > made[f.tool]]
+        if missed or made[f.tool] == 0:
+            out.append((f.pos.line if f.pos else None,
+                        f"fault {f.index} ({_fault_words(f, missed)}) is never reached when the reference runs: "
+                        f"it makes {_n(made[f.tool], 'call')} of {f.tool}"))
+    skipped = {e["event"]: e["skipped"] for e in replay.transcript if e["role"] == "event" and "skipped" in e}
+    for ev in task.events:
+        where = ev.pos.line if ev.pos else None
+        if made[ev.tool] < ev.call:
+            out.append((where, f"event {ev.index} ({_event_words(ev)}) never happens when the reference runs: "
+                               f"it makes {_n(made[ev.tool], 'call')} of {ev.tool}"))
+        elif ev.index in skipped:
+            out.append((where, f"event {ev.index} ({_event_words(ev)}) is skipped when the reference runs: "
+                               f"{skipped[ev.index]}"))
+    return out
+
+
+def _fault_words(f: Fault, missed: list[int]) -> str:
+    """``timeout of book_load, call 2``"""
+    what = f"{f.kind or 'latency'} of {f.tool}"
+    if missed:
+        return f"{what}, call{'s' if len(missed) > 1 else ''} {', '.join(map(str, missed))}"
+    return what
+
+
+def _event_words(ev: Event) -> str:
+    """``update loads after call 2 of search_loads``"""
+    return f"{ev.op} {ev.spec['table']} after call {ev.call} of {ev.tool}"
+
+
 def _silence_findings(domain: Domain, task: Task) -> list[tuple[str, str]]:
     """(level, message) when the task's expectations do not tell success from silence."""
     e = task.expect
-    if not (e.state or e.called or e.reply_includes or e.not_called):
+    if not (e.state or e.called or e.reply_includes or e.not_called or e.world_matches_reference):
         return [(WARNING, "has no expectations: any agent that breaks no rule passes it")]
     if run_trial(domain, task, _silent_agent, ScriptedUser()).verdict != "passed":
         if task.expect_nothing:

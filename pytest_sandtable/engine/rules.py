@@ -10,12 +10,15 @@ from typing import Any
 from ..domain.conditions import (
     ABSENT,
     as_number,
+    condition_fields,
     describe_clause,
     equal,
     first_mismatch,
     format_literal,
     format_value,
+    has_absent,
     resolve,
+    resolve_conditions,
     resolve_where,
     row_matches,
 )
@@ -68,15 +71,9 @@ def check_call(
     if inv.tool != tool:
         return None
     if inv.kind == "require":
-        rec = s["record"]
-        key = resolve(rec.get("key"), args)
-        if key is ABSENT:
-            return None
-        row = world.get(rec["table"], key)
-        if row is None:
-            return None
-        miss = first_mismatch(row, resolve_where(s.get("where"), args))
-        return f"{tool}: {rec['table']} {format_value(key)} {miss}" if miss else None
+        if "each" in s:
+            return _require_each(s, tool, args, world)
+        return _require(s, tool, args, world, "")
     if inv.kind == "limit":
         value = args.get(s["arg"], ABSENT)
         if value is ABSENT or as_number(value) is None:
@@ -101,25 +98,43 @@ def check_call(
     if inv.kind == "never":
         if not s.get("when"):
             return f"{tool} was called"
-        # `$name` in a condition is the call's argument; one the call did not give cannot hold
-        when = resolve(s["when"], args)
-        if _has_absent(when):
+        # `$name` in a condition is the call's argument; one the call did not give cannot
+        # hold, nor can a record's field that does not resolve
+        when = resolve_conditions(s["when"], args, world.get)
+        if has_absent(when):
             return None
         if row_matches(args, when):
-            given = ", ".join(f"{f}={format_value(args.get(f))}" for f in when)
+            given = ", ".join(f"{f}={format_value(args.get(f))}" for f in condition_fields(when) if f in args)
             return f"{tool} called with {given} (never when {describe_clause(when)})"
         return None
     return None
 
 
-def _has_absent(v: Any) -> bool:
-    if v is ABSENT:
-        return True
-    if isinstance(v, dict):
-        return any(_has_absent(x) for x in v.values())
-    if isinstance(v, list):
-        return any(_has_absent(x) for x in v)
-    return False
+def _require(s: Mapping[str, Any], tool: str, args: Mapping[str, Any], world: World, element: str) -> str | None:
+    """The record `record.key` names must match `where`; ``element`` names the array
+    element the key came from (`flights[1] `) under `each`."""
+    rec = s["record"]
+    key = resolve(rec.get("key"), args)
+    if key is ABSENT or isinstance(key, (dict, list)):
+        return None
+    row = world.get(rec["table"], key)
+    if row is None:
+        return None
+    miss = first_mismatch(row, resolve_where(s.get("where"), args, world.get))
+    return f"{tool}: {element}{rec['table']} {format_value(key)} {miss}" if miss else None
+
+
+def _require_each(s: Mapping[str, Any], tool: str, args: Mapping[str, Any], world: World) -> str | None:
+    """`require` with `each: param`: every element of the array argument, as `$item`, must
+    point at a matching record; the first that does not is the violation."""
+    items = args.get(s["each"], ABSENT)
+    if not isinstance(items, list):
+        return None
+    for i, item in enumerate(items):
+        detail = _require(s, tool, {**args, "item": item}, world, f"{s['each']}[{i}]: ")
+        if detail:
+            return detail
+    return None
 
 
 # -- never_disclose ---------------------------------------------------------
@@ -195,7 +210,7 @@ class DisclosureScanner:
         table, fieldname = vals["table"], vals["field"]
         where = vals.get("where")
         if where:
-            for row in world.select(table, resolve_where(where, {})):
+            for row in world.select(table, resolve_where(where, {}, world.get)):
                 if fieldname in row:
                     yield _index_key(row[fieldname]), table
             return

@@ -6,6 +6,8 @@ import copy
 import json
 import math
 import sys
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from ..domain.conditions import (
@@ -20,7 +22,7 @@ from ..domain.conditions import (
     row_matches,
     template,
 )
-from ..domain.model import MISSING, Param, Tool
+from ..domain.model import MISSING, Check, Param, Tool
 from .api import ToolResult
 from .world import Conflict, NotFound, World, copy_row
 
@@ -315,17 +317,35 @@ def _strip_absent(v: Any) -> Any:
 def run_checks(tool: Tool, args: dict[str, Any], world: World) -> ToolResult | None:
     """The first failing check's tool error, or None when all pass."""
     for c in tool.checks:
-        where = resolve_where(c.where, args)
-        if c.key is not None:
-            key = resolve(c.key, args)
-            row = None if key is ABSENT else world.get(c.table, key)
-            found = row is not None and row_matches(row, where)
-        else:
-            found = bool(world.select(c.table, where, limit=1))
-        if found != (c.kind == "require"):
+        failed = _check_fails(c, args, world) if c.each is None else _check_each(c, args, world)
+        if failed is not None:
             default = f"{c.table} check failed" if c.kind == "require" else f"{c.table} conflict"
-            return ToolResult(False, error=c.error, message=template(c.message, args) if c.message else default)
+            return ToolResult(False, error=c.error, message=template(c.message, failed) if c.message else default)
     return None
+
+
+def _check_fails(c: Check, args: Mapping[str, Any], world: World) -> Mapping[str, Any] | None:
+    """The arguments to word the error with when the check fails, else None."""
+    where = resolve_where(c.where, args, world.get)
+    if c.key is not None:
+        key = resolve(c.key, args)
+        row = None if key is ABSENT or isinstance(key, (dict, list)) else world.get(c.table, key)
+        found = row is not None and row_matches(row, where)
+    else:
+        found = bool(world.select(c.table, where, limit=1))
+    return args if found != (c.kind == "require") else None
+
+
+def _check_each(c: Check, args: Mapping[str, Any], world: World) -> Mapping[str, Any] | None:
+    """`each: param`: the check runs once per element of the array argument, the element
+    as `$item`; the first element it fails for words the error (`{item}`, `$item.field`)."""
+    items = args.get(str(c.each))
+    for item in items if isinstance(items, list) else ():
+        failed = _check_fails(c, {**args, "item": item}, world)
+        if failed is not None:
+            return failed
+    return None
+
 
 
 def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
@@ -335,6 +355,7 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     have_result = False
     created: Any = None
     updated: Any = None
+    deleted: Any = None
     try:
         for op in tool.ops:
             s = op.spec
@@ -345,7 +366,7 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                     raise NotFound(f"{s['table']} {format_value(key) if key is not ABSENT else '(no key)'} not found")
                 result, have_result = copy_row(row), True
             elif op.kind == "list":
-                rows = world.select(s["table"], resolve_where(s.get("where"), args))
+                rows = world.select(s["table"], resolve_where(s.get("where"), args, world.get))
                 order = s.get("order_by")
                 if order:
                     desc = order.startswith("-")
@@ -359,10 +380,12 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
             elif op.kind == "create":
                 created = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))
             elif op.kind == "update":
+                updated = apply_update(world, s, args)
+            elif op.kind == "delete":
                 key = resolve(s["key"], args)
                 if key is ABSENT:
                     raise NotFound(f"{s['table']} (no key) not found")
-                updated = world.update(s["table"], key, _strip_absent(resolve(s.get("set", {}), args)))
+                deleted = world.delete(s["table"], key)
             elif op.kind == "respond":
                 result, have_result = _strip_absent(resolve(s.get("value"), args)), True
     except NotFound as e:
@@ -371,11 +394,80 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     except Conflict as e:
         world.rollback(sp)
         return ToolResult(False, error=409, message=str(e))
+    except DataError as e:
+        world.rollback(sp)
+        return ToolResult(False, error=500, message=str(e))
     if have_result:
         return ToolResult(True, value=result)
-    # no read or respond: the row the tool created (the agent needs its new key), else the one it updated
-    written = created if created is not None else updated
+    # no read or respond: the row the tool created (the agent needs its new key), else the
+    # one it updated, else the one it deleted
+    written = next((r for r in (created, updated, deleted) if r is not None), None)
     return ToolResult(True, value=copy_row(written) if written is not None else None)
+
+
+class DataError(Exception):
+    """A write the row's current data cannot take (adding to a text, appending to a
+    number): the domain's data is wrong, not the agent's call, so the tool answers 500."""
+
+
+# the parts of an `update` besides `set`, in the order they apply after it
+_UPDATE_PARTS = ("add", "subtract", "append")
+
+
+def apply_update(world: World, spec: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
+    """One `update` op: `set` values as written, then `add` / `subtract` numbers to
+    numeric fields and `append` items to list fields, computed from the row as it is.
+    A part whose `$name` the call did not give leaves its field alone."""
+    table = spec["table"]
+    key = resolve(spec["key"], args)
+    if key is ABSENT:
+        raise NotFound(f"{table} (no key) not found")
+    row = world.get(table, key)
+    if row is None:
+        raise NotFound(f"{table} {format_value(key)} not found")
+    values = _strip_absent(resolve(spec.get("set", {}), args))
+    for part in _UPDATE_PARTS:
+        for field, expr in (spec.get(part) or {}).items():
+            value = resolve(expr, args)
+            if value is ABSENT:
+                continue
+            current = values[field] if field in values else row.get(field)
+            where = f"{table} {format_value(key)} {field}"
+            values[field] = _append(current, value, where) if part == "append" else \
+                _arithmetic(current, value, part, where)
+    return world.update(table, key, values)
+
+
+def _append(current: Any, item: Any, where: str) -> list[Any]:
+    if current is None:  # a list not started yet
+        return [_strip_absent(item)]
+    if not isinstance(current, list):
+        raise DataError(f"{where} is {format_literal(current)}, not a list: cannot append to it")
+    return [*current, _strip_absent(item)]
+
+
+def _arithmetic(current: Any, amount: Any, part: str, where: str) -> int | float:
+    """``current`` plus or minus ``amount`` in decimal, so 0.1 + 0.2 stores 0.3; an int
+    when both are ints. A field not set yet counts as 0."""
+    a = _decimal(0 if current is None else current)
+    b = _decimal(amount)
+    if a is None:
+        raise DataError(f"{where} is {format_literal(current)}, not a number: cannot {part} {format_value(amount)}")
+    if b is None:  # an argument is checked against its numeric param first; a bad literal is a load error
+        raise DataError(f"cannot {part} {format_literal(amount)} to {where}: not a number")
+    total = a + b if part == "add" else a - b
+    ints = isinstance(current, (int, type(None))) and isinstance(amount, int)
+    return int(total) if ints and total == total.to_integral_value() else float(total)
+
+
+def _decimal(v: Any) -> Decimal | None:
+    """A number as written (a float by its shortest text), for arithmetic without float noise."""
+    n = as_number(v)
+    if n is None or not math.isfinite(n):
+        return None
+    if isinstance(v, str):
+        return Decimal(v.strip())
+    return Decimal(v) if isinstance(v, int) else Decimal(repr(n))
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

@@ -27,9 +27,12 @@ from .api import (
     UserTurn,
 )
 from .attribution import attribute
+from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
 from .grading import grade
+from .handlers import HandlerBug, HandlerState, run_handler
 from .invoke import Deadline, EngineStop, _AgentExit, agent_traceback, exception_text, invoke
 from .reference import ReferenceAgent
+from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
@@ -96,9 +99,15 @@ class _Trial:
         self.domain = domain
         self.task = task
         self.info = info
+        self.handlers = HandlerState(domain, task, info.seed)  # seed and clock of `handler:` tools
         self.world = World(seed_for(domain))
         self.tools, self.scanner, self.rules = _domain_parts(domain)
         self.calls: list[dict[str, Any]] = []
+        self.faults = TrialFaults.for_task(task, info.seed)
+        # the latency of the call just made, waited out after the lock (see call_tool)
+        self.delay = 0.0
+        # the thread of the trial's event loop, where a wait would hold up every trial in flight
+        self.loop_thread = threading.get_ident()
         self.transcript: list[dict[str, Any]] = []
         self.violations: list[Violation] = []
         self.succeeded: list[tuple[str, Mapping[str, Any]]] = []
@@ -121,7 +130,12 @@ class _Trial:
         with self.lock:
             if self.closed:
                 return ToolResult(False, error=410, message="the trial is over")
-            return self._call_tool(name, raw)
+            self.delay = 0.0
+            result = self._call_tool(name, raw)
+            delay = self.delay
+        if delay and threading.get_ident() != self.loop_thread:
+            time.sleep(delay)  # a fault's latency_ms, waited where it holds up only this trial's agent
+        return result
 
     def served_call(self, name: str, raw: Any) -> ToolResult:
         """A call that came over the served world: :meth:`call_tool` itself, but a stop it
@@ -149,6 +163,7 @@ class _Trial:
         tool = self.domain.tools.get(name)
         violations: list[Violation] = []
         args: Any = raw
+        n, fault = 0, None
         if tool is None:
             known = ", ".join(self.domain.tools)
             result = ToolResult(False, error=404, message=f"unknown tool {name!r}; the tools are {known}")
@@ -158,7 +173,8 @@ class _Trial:
             except ArgError as e:  # not a violation: the rules are about calls that could run
                 result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {e}")
             else:
-                result = self._run(tool, args, index, violations)
+                n = 0 if self.faults is None else self.faults.count(tool.name)
+                result, fault = self._run(tool, args, index, violations, n)
         recorded = plain_arguments(args)[0]
         call: dict[str, Any] = {
             "index": index,
@@ -171,27 +187,72 @@ class _Trial:
             "error": None if result.ok else {"code": result.error, "message": result.message},
             "violations": [v.invariant for v in violations],
         }
+        if fault is not None:  # only a faulted call has the key: results without faults stay as they were
+            call["fault"] = fault
         self.calls.append(call)
         self.violations.extend(violations)
         self.transcript.append({"role": "tool", "call": index})
+        if n and self.faults is not None:
+            self._events_after(name, n, index)
         return result
 
-    def _run(self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation]) -> ToolResult:
-        """A call with valid arguments: its rules checked (what they find added to
-        ``violations``), then its checks and ops run."""
+    def _run(
+        self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation], n: int
+    ) -> tuple[ToolResult, dict[str, Any] | None]:
+        """A call with valid arguments, the ``n``-th of its tool (0 when the task has no
+        faults or events): its rules checked (what they find added to ``violations``),
+        then the tool run, unless a fault of the task takes the call. With the fault's
+        record for the call log, when one did."""
+        self._check_rules(tool, args, index, violations)
+        fault = None if not n or self.faults is None else self.faults.fault(tool.name, n)
+        landed: bool | None = None
+        if fault is None:
+            result = self._run_tool(tool, args, index)
+        elif fault.kind is not None and not fault.after_commit:  # refused before the tool runs
+            result = fault_error(fault)
+        else:  # latency alone, or an error after the tool ran and its writes landed
+            result = self._run_tool(tool, args, index)
+            if fault.kind is not None:
+                landed, result = result.ok, fault_error(fault)
+        if result.ok:
+            self.succeeded.append((tool.name, args))
+            if tool.handoff:
+                self.handed_off = True
+        if fault is None:
+            return result, None
+        self.delay = fault.latency_ms / 1000
+        return result, fault_record(fault, landed)
+
+    def _check_rules(self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation]) -> None:
+        """The call's rules, checked on the world as the call finds it (a faulted call too)."""
         try:
             for inv in self.rules.get(tool.name, ()):
                 detail = check_call(inv, tool.name, args, self.world, self.succeeded)
                 if detail:
                     violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
-            result = run_checks(tool, args, self.world) or run_ops(tool, args, self.world)
-        except Exception as e:  # the domain's rules or ops, not the agent, went wrong
+        except Exception as e:  # the domain's rules, not the agent, went wrong
             raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
-        if result.ok:
-            self.succeeded.append((tool.name, args))
-            if tool.handoff:
-                self.handed_off = True
-        return result
+
+    def _run_tool(self, tool: Tool, args: dict[str, Any], index: int) -> ToolResult:
+        """The tool itself: its checks, then its ops or its handler."""
+        try:
+            return run_checks(tool, args, self.world) or (
+                run_handler(tool, args, self.world, self.handlers, index) if tool.handler
+                else run_ops(tool, args, self.world)
+            )
+        except HandlerBug as e:  # its text says what the handler did, with its traceback
+            raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
+        except Exception as e:  # the domain's ops, not the agent, went wrong
+            raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
+
+    def _events_after(self, tool: str, n: int, index: int) -> None:
+        """The task's events that follow the ``n``-th call of ``tool`` (call ``index``):
+        each changes the world (or is skipped, its row gone or its key taken) and shows in
+        the transcript."""
+        assert self.faults is not None
+        for event in self.faults.events_after(tool, n):
+            skipped = apply_event(self.world, event)
+            self.transcript.append(event_entry(event, index, self.turn, skipped))
 
     def close(self) -> None:
         """Turn away the tool calls of agent threads abandoned at their timeout."""
@@ -410,6 +471,7 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
     try:
         checks.extend(grade(t.task.expect, t.world, t.calls, agent_texts))
+        checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
     except Exception as e:  # an expectation of the domain went wrong, not the agent
         return f"the domain failed grading the trial: {type(e).__name__}: {e}"
     return None
@@ -638,7 +700,7 @@ def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: Tr
     for entry in stored.transcript:
         if entry["role"] == "tool":
             _replay_call(t, stored.calls[entry["call"]])
-        else:
+        elif entry["role"] != "event":  # an event happens again in the replay of the call it follows
             t.turn = entry["turn"]
             t.say(entry["role"], entry["text"])
     checks = [c for c in stored.checks if c.kind == "runtime"] + _rule_checks(t.violations)

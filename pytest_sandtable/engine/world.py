@@ -170,6 +170,12 @@ class NotFound(Exception):
     pass
 
 
+# A deleted row's place in the overlay: an empty row under the deleted key. Because it
+# is a row with no fields, field counts see the old value gone without a special case;
+# every read that yields rows skips it by identity.
+_GONE: dict[str, Any] = {}
+
+
 class Conflict(Exception):
     pass
 
@@ -191,11 +197,12 @@ class World:
         k = norm_key(key)
         row = self._changed[table].get(k)
         if row is not None:
-            return row
+            return None if row is _GONE else row
         return self.seed.tables[table].rows.get(k)
 
     def count(self, table: str) -> int:
-        return len(self.seed.tables[table].rows) + len(self._created[table])
+        gone = sum(1 for r in self._changed[table].values() if r is _GONE)
+        return len(self.seed.tables[table].rows) + len(self._created[table]) - gone
 
     def rows(self, table: str) -> Iterator[dict[str, Any]]:
         """Every row of a table, seed order first, then rows created in this trial."""
@@ -205,9 +212,12 @@ class World:
             yield from st.rows.values()
         else:
             for k, row in st.rows.items():
-                yield changed.get(k, row)
+                now = changed.get(k, row)
+                if now is not _GONE:
+                    yield now
         for k in self._created[table]:
-            yield changed[k]
+            if changed[k] is not _GONE:
+                yield changed[k]
 
     def select(self, table: str, where: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]]:
         """Rows matching a resolved where clause, in table order."""
@@ -235,7 +245,7 @@ class World:
         base = len(st.rows)
         created_pos = {k: base + i for i, k in enumerate(self._created[table])}
         for k, row in changed.items():
-            if row_matches(row, where):
+            if row is not _GONE and row_matches(row, where):
                 found.append((st.position[k] if k in st.position else created_pos[k], row))
         found.sort(key=lambda p: p[0])
         out = [r for _, r in found]
@@ -277,9 +287,11 @@ class World:
         st = self.seed.tables[table]
         fmt = st.key_format or "{n}"
         n = self.count(table) + 1
+        changed = self._changed[table]
         while True:
             key = fmt.replace("{n}", str(n))
-            if self.get(table, key) is None:
+            # a deleted row's key is not given out again, as a database's sequence would not
+            if self.get(table, key) is None and norm_key(key) not in changed:
                 return key
             n += 1
 
@@ -291,8 +303,16 @@ class World:
         k = norm_key(row[st.key])
         if self.get(table, k) is not None:
             raise Conflict(f"{table} {row[st.key]} already exists")
+        created = self._created[table]
+        if self._changed[table].get(k) is _GONE:
+            # a deleted key made again: a seed key keeps its seed place (the diff shows
+            # a change), a key created in this trial moves to the end as a new row
+            if k not in st.rows:
+                created.remove(k)
+                created.append(k)
+        else:
+            created.append(k)
         self._changed[table][k] = row
-        self._created[table].append(k)
         return row
 
     def update(self, table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -303,6 +323,16 @@ class World:
         row.update(copy_row(values))
         self._changed[table][norm_key(key)] = row
         return row
+
+    def delete(self, table: str, key: Any) -> dict[str, Any]:
+        """Delete the row with this key; returns the row as it was. Raises NotFound when
+        there is none. The overlay keeps a tombstone, so reads, savepoints and the diff
+        see the row gone while the seed stays untouched."""
+        old = self.get(table, key)
+        if old is None:
+            raise NotFound(f"{table} {key} not found")
+        self._changed[table][norm_key(key)] = _GONE
+        return copy_row(old)
 
     # -- transactions -------------------------------------------------------
 
@@ -317,30 +347,44 @@ class World:
     # -- diff ---------------------------------------------------------------
 
     def diff(self, since: Savepoint | None = None) -> dict[str, list[dict[str, Any]]]:
-        """Rows created, and fields changed with before and after, since a savepoint
-        (the start of the trial, after the task's `given`) or since the seed."""
+        """Rows created, fields changed with before and after, and rows deleted, since a
+        savepoint (the start of the trial, after the task's `given`) or since the seed.
+        ``deleted`` is there only when rows were deleted (results from before it lack it)."""
         base_changed, base_created = since if since is not None else ({}, {})
         created: list[dict[str, Any]] = []
         changed: list[dict[str, Any]] = []
+        deleted: list[dict[str, Any]] = []
         for table, rows in self._changed.items():
             st = self.seed.tables[table]
             before_rows = base_changed.get(table, {})
             before_new = set(base_created.get(table, ()))
             new_keys = set(self._created[table]) - before_new
             for k in self._created[table]:
-                if k in new_keys:
+                if k in new_keys and rows[k] is not _GONE:
                     created.append({"table": table, "key": rows[k][st.key], "row": copy_row(rows[k])})
             for k, row in rows.items():
                 if k in new_keys:
                     continue
-                old = before_rows.get(k) or st.rows[k]
+                old = before_rows[k] if k in before_rows else st.rows.get(k)
                 if old is row:
                     continue
-                fields = {
-                    f: {"before": old.get(f), "after": row.get(f)}
-                    for f in sorted(set(old) | set(row))
-                    if f not in old or f not in row or old[f] != row[f]
-                }
-                if fields:
-                    changed.append({"table": table, "key": row[st.key], "fields": fields})
-        return {"created": created, "changed": changed}
+                if old is None or old is _GONE:  # gone at the savepoint, made again since
+                    created.append({"table": table, "key": row[st.key], "row": copy_row(row)})
+                elif row is _GONE:
+                    deleted.append({"table": table, "key": old[st.key], "row": copy_row(old)})
+                else:
+                    fields = _changed_fields(old, row)
+                    if fields:
+                        changed.append({"table": table, "key": row[st.key], "fields": fields})
+        out = {"created": created, "changed": changed}
+        if deleted:
+            out["deleted"] = deleted
+        return out
+
+
+def _changed_fields(old: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        f: {"before": old.get(f), "after": row.get(f)}
+        for f in sorted(set(old) | set(row))
+        if f not in old or f not in row or old[f] != row[f]
+    }

@@ -106,23 +106,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return work_stealing(config, log)
 
 
+# The fixtures take ``request``, not ``pytestconfig``: pytest re-enters every fixture an
+# item uses, session-scoped and cached ones included, and walks their arguments each
+# time, so ``pytestconfig`` (itself a fixture taking ``request``) cost each trial item
+# two more fixture lookups. (A fixture with no arguments would cost none; as a method
+# of a per-config plugin object it is deprecated for session scope in pytest 9.)
+
+
 @pytest.fixture(scope="session")
-def sandtable_agent(pytestconfig: pytest.Config) -> AgentCallable:
+def sandtable_agent(request: pytest.FixtureRequest) -> AgentCallable:
     """The agent under test. Override this fixture in a conftest.py to wrap your own agent."""
     from .session import run_state
 
     try:
-        return run_state(pytestconfig).default_agent()
+        return run_state(request.config).default_agent()
     except pytest.UsageError as e:
         pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def sandtable_user(pytestconfig: pytest.Config) -> UserCallable:
+def sandtable_user(request: pytest.FixtureRequest) -> UserCallable:
     """The simulated user (from --sandtable-user). Override to bring your own."""
     from .session import run_state
 
     try:
-        return run_state(pytestconfig).default_user()
+        return run_state(request.config).default_user()
     except pytest.UsageError as e:
         pytest.fail(str(e), pytrace=False)

@@ -4,7 +4,9 @@ trials lost with a dying pytest-xdist worker.
 
 One flow: a trial's :class:`TrialResult` rides in its item's report (as a plain dict,
 for the xdist hop) to the :class:`Recorder` (on the xdist controller, from every
-worker). At session finish the recorder builds the run's results once
+worker), which spools it to disk at once (``report.spool``) and drops it from the
+report, keeping in memory only what the summary reads: a run's memory does not grow
+with its transcripts. At session finish the recorder builds the run's results once
 (:class:`RunReport`); the terminal summary, both files and the gate read that, so
 they never disagree.
 
@@ -33,6 +35,7 @@ from .config import RUN_STATE, RunConfig, is_xdist_worker
 if TYPE_CHECKING:
     from ..engine.results import TrialResult
     from ..report.results_json import RunMeta
+    from ..report.spool import TrialSpool
     from ..report.types import Results
 
 __all__ = ["Recorder", "RunReport", "crashed_trial"]
@@ -64,12 +67,16 @@ class Recorder:
         self.run = RunConfig.of(config)
         # not results_json.iso_utc: that module is imported only when there is something to write
         self.started_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        self.trials: list[TrialResult] = []
+        # every trial recorded, on disk; made with the first (see report.spool)
+        self.spool: TrialSpool | None = None
         self.foreign_failures = 0  # failed reports that are not sandtable trials
         self.collect_errors = 0
         # domain files that did not load: {path (relative to the rootdir), message}
         self.collection_errors: list[dict[str, str]] = []
         self.report: RunReport | None = None
+        # JUnit XML properties only for --junitxml (xdist gives workers the option too): a
+        # report keeps its item's properties, and pytest keeps every report to the end
+        self.junit = bool(getattr(config.option, "xmlpath", None))
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -79,10 +86,11 @@ class Recorder:
         ``items.TrialItem``), as a plain dict: a TestReport keeps extra attributes, and
         pytest-xdist carries them to the controller.
 
-        Task, trial, tags and verdict become JUnit XML properties (short strings) when
-        setup ends, the trial having run in it; junitxml reads them from the teardown report."""
+        With ``--junitxml``, task, trial, tags and verdict become JUnit XML properties
+        (short strings) when setup ends, the trial having run in it; junitxml reads them
+        from the teardown report."""
         carried = getattr(item, "sandtable_result", None)
-        if carried is not None and call.when == "setup":
+        if carried is not None and call.when == "setup" and self.junit:
             kept = [p for p in item.user_properties if not str(p[0]).startswith(_JUNIT_PREFIX)]
             item.user_properties[:] = [*kept, *_junit_properties(carried[1])]
         report = yield
@@ -90,6 +98,8 @@ class Recorder:
             from ..report.safe import portable_trial  # within the caps, no lone surrogate: xdist carries it
 
             report.sandtable = portable_trial(carried[1])
+            # the report carries it on; the item, which lives as long as the session, need not
+            item.sandtable_result = None  # type: ignore[attr-defined]
         return report
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -172,14 +182,16 @@ class Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if is_xdist_worker(self.config):
             return  # the controller records what the worker's reports carry
-        data = getattr(report, "sandtable", None)
+        # taken from the report, which pytest keeps to the end of the session (every
+        # passed one too, in the terminal reporter's stats): the spool keeps the trial
+        data = vars(report).pop("sandtable", None)
         if data is None:
             if report.failed:
                 self.foreign_failures += 1
         elif str(report.outcome) != "rerun":  # a trial retried by pytest-rerunfailures counts once: its final run
             from ..engine.results import TrialResult
 
-            self.trials.append(TrialResult.from_dict(data))
+            self._spool().add(TrialResult.from_dict(data))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -192,14 +204,28 @@ class Recorder:
             report.sandtable = result.to_dict()  # type: ignore[attr-defined]
             _give_junit_properties(self.config, report, result)
 
+    def _spool(self) -> TrialSpool:
+        """The run's spool, made with its first trial, in the folder results.json goes to
+        (or the one run folders are made in)."""
+        if self.spool is None:
+            from ..report.spool import TrialSpool, spool_folder
+
+            self.spool = TrialSpool(spool_folder(self.run.out_dir, self.config.rootpath))
+        return self.spool
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if is_xdist_worker(self.config) or not (self.trials or self.collection_errors):
+        if is_xdist_worker(self.config) or not (self.spool or self.collection_errors):
             return
         results = self._results(session)
         comparison = self._against_baseline(results)
         out_dir, write_error = self._write(results)
         self.report = RunReport(results, out_dir, write_error, comparison)
         self._apply_exit_status(session, self.report)
+
+    def pytest_unconfigure(self) -> None:
+        """The spool file goes (the results are written, the summary shown)."""
+        if self.spool is not None:
+            self.spool.close()
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Any:
@@ -221,11 +247,16 @@ class Recorder:
     # -- building, writing and telling the run's results ------------------------------
 
     def _results(self, session: pytest.Session) -> Results:
-        from ..report.results_json import build_results
+        from ..report.results_json import build_results, build_spooled
 
-        trials = _name_unknown_sides(self.trials, self.run)
-        return build_results(trials, self._run_meta(trials, session), fail_under=self.run.fail_under,
-                             floors=self.run.floors, prices=self.run.prices)
+        run = self.run
+        if self.spool is None:  # no trial, only domain files that did not load
+            return build_results([], self._run_meta([], session), fail_under=run.fail_under, floors=run.floors,
+                                 prices=run.prices)
+        trials = _name_unknown_sides(self.spool.trials(), run)
+        self.spool.rename_sides(trials)
+        return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
+                             floors=run.floors, prices=run.prices)
 
     def _against_baseline(self, results: Results) -> list[str]:
         """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows.
@@ -246,12 +277,9 @@ class Recorder:
         else:
             checks = regression_checks(cmp, base.max_drop)
             lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
-        if base.fail_on_regression:
-            from ..engine.results import TrialResult
-
+        if base.fail_on_regression and self.spool is not None:
             run = self.run
-            outcome = evaluate(results["summary"], run.fail_under, run.floors,
-                               [TrialResult.from_dict(dict(t)) for t in results["trials"]],
+            outcome = evaluate(results["summary"], run.fail_under, run.floors, self.spool.ordered()[0],
                                results["run"].get("collection_errors") or (),
                                stopped_early=results["run"].get("stopped_early"), regression=checks)
             results["gate"] = outcome.to_dict(run.fail_under, run.floors)  # type: ignore[typeddict-item]

@@ -112,6 +112,10 @@ class TrialPool:
     def submitted(self, key: str) -> bool:
         return key in self._futures
 
+    def pending(self) -> int:
+        """Trials submitted whose items have not collected them yet."""
+        return len(self._futures)
+
     def submit(self, key: str, make_coro: Any) -> concurrent.futures.Future[tuple[TrialResult, dict[str, str]]]:
         """Start a trial (once per key); `make_coro()` builds its coroutine."""
         fut = self._futures.get(key)

@@ -267,7 +267,12 @@ class RunState:
             return self.escaped(e, item.domain, item.task, item.trial, agent, user, trial_location(item)), {}
 
     def _prefetch(self, item: Any, agent: Any, user: Any) -> None:
-        """Submit this item's trial and those of the next items that share its agent and user."""
+        """Submit this item's trial and those of the next items that share its agent and user.
+
+        Every scan and submission is work of pytest's thread, which the pool's thread then
+        waits for (the interpreter's lock): outside xdist the window is topped up when half
+        a pool of it has been used, not at each item. (Under xdist each item still looks,
+        to cancel at once the trials whose items another worker stole.)"""
         pool = self.pool
         self._submit(item, agent, user)
         key = _fixture_key(item)
@@ -277,6 +282,8 @@ class RunState:
                 # the worker's own queue; what left it was stolen by another worker
                 upcoming = list(pending_items(item.session, item))
                 pool.forget_others({item.nodeid} | {nxt.nodeid for nxt in upcoming})
+            elif pool.pending() > window - max(1, self.run.concurrency // 2):
+                return  # enough started ahead: top up by half a pool at a time, not a scan per item
             else:  # the rest of the session, of which only the next few matter
                 upcoming = list(islice(pending_items(item.session, item), 8 * window + 64))
             for nxt in upcoming:

@@ -1,11 +1,27 @@
 """report.html: one self-contained page rendered from a results.json document.
 
-Inline CSS, a few lines of vanilla JS (filters; opening a trial reached by a link)
-and an inline SVG chart; no outside requests (a Content-Security-Policy forbids
-them, and only the page's own script, by hash, may run). Every piece of text that
-comes from a transcript, a domain or the run is escaped with
-``html.escape(..., quote=True)``; the script never writes markup. Everything
-shows without JS too: trials are ``<details>`` and navigation is plain links.
+Inline CSS, a little vanilla JS (filters; opening a trial reached by a link; opening
+a compressed transcript) and an inline SVG chart; no outside requests (a
+Content-Security-Policy forbids them, and only the page's own script, by hash, may
+run). Every piece of text that comes from a transcript, a domain or the run is
+escaped with ``html.escape(..., quote=True)``. Everything but a compressed
+transcript shows without JS: trials are ``<details>`` and navigation is plain links.
+
+The page stays quick to open at any number of trials. :func:`write_report_html`
+writes it piece by piece to a stream and reads the trials once. While all trials'
+HTML fits in :data:`INLINE_LIMIT` characters, every trial is in the page in full;
+past that, only failing and errored ones are (up to :data:`INLINE_PER_TASK` a task,
+:data:`INLINE_LIMIT` in all), listed first in their task. The other trials' bodies,
+rendered and escaped by the same code, are gzip-compressed into base64 data blocks
+(``<script type="application/octet-stream">``, which never runs, and which base64,
+holding no ``<``, cannot end) at the end of the page, and so are their summary lines,
+a block per task and kind (passed, or not), shown as one fold in the task. The page's
+script decompresses a block (``DecompressionStream``) when a fold or a trial is
+opened, or a link leads into one, and inserts what it holds. Markup it inserts cannot
+run script either: the CSP allows no inline handler, and a ``<script>`` put in by a
+template never runs. A page of any size thus holds a bounded number of elements: the
+trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and the columns
+of :data:`JS_SHOWN` values of j.
 
 The page is one function per section, each given the typed parts of the document
 (:mod:`pytest_sandtable.report.types`) it shows.
@@ -16,12 +32,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import shutil
+import tempfile
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any, Protocol, cast
 
 from .fmt import clip, duration, pct, pct_range, plural
+from .safe import ENTRY_LIMIT, bounded_trial, not_shown, safe_text, scrub_text, secret_values, shown_items
+from .text import event_note, fault_note
 from .types import (
     Diff,
     ErroredTrial,
@@ -42,7 +66,28 @@ from .types import (
     Writer,
 )
 
-__all__ = ["render_report"]
+__all__ = ["INLINE_LIMIT", "INLINE_PER_TASK", "render_report", "write_report_html"]
+
+INLINE_LIMIT = 4_000_000
+"""Characters of trial HTML a report shows in full. Under it, every trial is in full;
+past it, passing trials and the failing ones over the limit are compressed."""
+INLINE_PER_TASK = 3
+"""Failing or errored trials of one task shown in full in a report past :data:`INLINE_LIMIT`,
+so that one task with many failures does not take the room of every other."""
+BLOCK_SIZE = 256_000
+"""Characters of trial HTML per compressed block: opening a trial decompresses one block,
+and the trials of a block, often of one task, compress well together."""
+JS_SHOWN = 32
+"""Values of j a scores table or the chart shows at a glance (past it: 1, 2, 4, ..., k)."""
+DOTS_SHOWN = 200
+"""Squares of one task's trials in the tasks table; past it, the others are counted."""
+_SPOOL_SIZE = 8_000_000  # compressed blocks are kept in memory up to this, then in a temporary file
+
+
+class TextSink(Protocol):
+    """Where the report is written: a text stream (an open file, ``io.StringIO``)."""
+
+    def write(self, text: str, /) -> object: ...
 
 _VERDICT_ORDER = ("failed", "flaky", "skipped", "passed")
 
@@ -52,10 +97,26 @@ def e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+# made once: json.dumps with options builds an encoder per call, a cost in every value of every trial
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _literal(v: Any) -> str:
+    """A value as JSON on one line (a string quoted as JSON quotes it)."""
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    return json.dumps(v, ensure_ascii=False, default=str)
+        return encode_basestring(v)
+    return _JSON.encode(v)
+
+
+def _pretty(v: Any) -> str:
+    """JSON with each item of its top level on a line of its own (a result's rows, an
+    object's fields): readable, and written by the C encoder, where ``indent`` takes the
+    pure-Python one, the larger part of rendering a big run's page."""
+    if isinstance(v, list) and v:
+        return "[\n" + ",\n".join(" " + _JSON.encode(x) for x in v) + "\n]"
+    if isinstance(v, dict) and v:
+        return "{\n" + ",\n".join(f" {encode_basestring(str(k))}: {_JSON.encode(x)}" for k, x in v.items()) + "\n}"
+    return _JSON.encode(v)
 
 
 def _args(args: Mapping[str, Any]) -> str:
@@ -95,11 +156,12 @@ def _complete(results: Mapping[str, Any]) -> Results:
     """``results`` with every part the page reads. A results.json read back is checked
     against the schema and has them all; a document put together by hand (a test,
     another tool) may leave parts out, which then show as empty, zero or n/a."""
-    trials: list[StoredTrial] = list(results.get("trials") or [])
+    trials = results.get("trials") or []
     given = _part(results, "summary")
     summary: Summary = {
         "k": max(map(int, given.get("pass_hat") or {}), default=1),
-        "trials": len(trials), "passed": 0, "failed": 0, "errored": 0, "errored_trials": [], "pass_hat": {},
+        "trials": len(trials) if isinstance(trials, Sized) else 0,
+        "passed": 0, "failed": 0, "errored": 0, "errored_trials": [], "pass_hat": {},
         "tags": {}, "tasks": [], "failure_modes": [], "soft_rules": [], "usage": {"agent": {}, "user": {}},
         "latency": {"turns": 0, "p50": None, "p95": None}, "agents": [], "users": [], "domains": [],
     }
@@ -111,18 +173,9 @@ def _complete(results: Mapping[str, Any]) -> Results:
     gate.update(_part(results, "gate"))
     writer: Writer = {"name": "pytest-sandtable", "version": "", "command": ""}
     writer.update(_part(results, "writer"))
-    return {"schema_version": results.get("schema_version", ""), "writer": writer, "run": run, "trials": trials,
+    # the trials are read once, as they come (write_report_html), never held here
+    return {"schema_version": results.get("schema_version", ""), "writer": writer, "run": run, "trials": [],
             "tasks": list(results.get("tasks") or []), "summary": summary, "gate": gate}
-
-
-def _trials_by_task(trials: Iterable[StoredTrial]) -> dict[tuple[str, str], list[StoredTrial]]:
-    """Each task's trials, by trial number."""
-    by_task: dict[tuple[str, str], list[StoredTrial]] = {}
-    for t in trials:
-        by_task.setdefault((t["domain"], t["task"]), []).append(t)
-    for ts in by_task.values():
-        ts.sort(key=lambda t: t["trial"])
-    return by_task
 
 
 def _top_j(s: Summary) -> str:
@@ -154,8 +207,11 @@ class _Index:
 
 
 def chart(pass_hat: PassHat, width: int = 300, height: int = 150, intervals: Intervals | None = None) -> str:
-    """An inline SVG line chart of pass^j against j, with each j's 95% interval as a bar."""
+    """An inline SVG line chart of pass^j against j, with each j's 95% interval as a bar;
+    past :data:`JS_SHOWN` values of j, the line goes through every j and the points,
+    bars and labels are those of :func:`chosen_js`."""
     js = sorted((int(j) for j in pass_hat), key=int)
+    marked = {int(j) for j in chosen_js([str(j) for j in js])}
     left, right, top, bottom = 38, 10, 22, 30
     w, h = width - left - right, height - top - bottom
     inset = 24  # keep the points (and their labels) off the axes
@@ -180,6 +236,8 @@ def chart(pass_hat: PassHat, width: int = 300, height: int = 150, intervals: Int
         pts = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
         parts.append(f'<polyline class="line" points="{pts}"/>')
     for i, j, value in values:
+        if j not in marked:
+            continue
         parts.append(f'<text class="axis" x="{x(i):.1f}" y="{top + h + 16}" text-anchor="middle">{j}</text>')
         if value is None:
             continue
@@ -225,13 +283,29 @@ def _filterable(t: TaskSummary) -> str:
             f' data-name="{e((t["name"] + " " + " ".join(t["tags"])).lower())}"')
 
 
-def _dots(trials: Sequence[StoredTrial], idx: _Index) -> str:
+def _dots(trials: Sequence[_Shown], idx: _Index) -> str:
+    """A square per trial, in trial order, linking to it; past :data:`DOTS_SHOWN` trials,
+    those that did not pass first, and a count of the others by verdict."""
+    ordered = sorted(trials, key=lambda t: t.trial)
+    shown = ordered
+    if len(ordered) > DOTS_SHOWN:
+        keep = {id(t) for t in sorted(ordered, key=lambda t: t.verdict == "passed")[:DOTS_SHOWN]}
+        shown = [t for t in ordered if id(t) in keep]
     out = []
-    for t in trials:
-        v = t["verdict"]
-        out.append(f'<a class="dot v-{e(v)}" href="#{idx.trial(t["domain"], t["task"], t["trial"])}" '
-                   f'title="trial {e(t["trial"])}: {e(v)}"></a>')
-    return f'<span class="dots">{"".join(out)}</span>'
+    for t in shown:
+        v = t.verdict
+        out.append(f'<a class="dot v-{e(v)}" href="#{idx.trial(t.domain, t.task, t.trial)}" '
+                   f'title="trial {e(t.trial)}: {e(v)}"></a>')
+    more = ""
+    if len(shown) < len(ordered):
+        left: dict[str, int] = {}
+        for t in ordered:
+            left[t.verdict] = left.get(t.verdict, 0) + 1
+        for t in shown:
+            left[t.verdict] -= 1
+        counts = ", ".join(f"{n:,} {v}" for v, n in sorted(left.items()) if n)
+        more = f'<br><span class="muted small">+{len(ordered) - len(shown):,} more: {e(counts)}</span>'
+    return f'<span class="dots">{"".join(out)}</span>{more}'
 
 
 # --------------------------------------------------------------------------- the gate
@@ -309,20 +383,40 @@ def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> 
     c = calls[i]
     head = f'<code class="sig"><b>{e(c["tool"])}</b>({e(_args(c["args"]))})</code>'
     if c["ok"]:
-        text = json.dumps(c["result"], ensure_ascii=False, indent=1, default=str)
-        flat = json.dumps(c["result"], ensure_ascii=False, default=str)
+        flat = _literal(c["result"])
         if len(flat) <= 140:
             body = f'<code class="res">→ {e(flat)}</code>'
         else:
+            text = _pretty(c["result"])
             body = (f'<details class="res"><summary>→ {e(flat[:110])}…</summary>'
                     f"<pre>{e(text)}</pre></details>")
     else:
         err = c["error"]
         code, message = (err["code"], err["message"]) if err else (None, None)
         body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
+    body += f'<div class="muted">{e(fault_note(c["fault"]))}</div>' if c.get("fault") else ""
     cls = "ok" if c["ok"] else "err"
     return (f'<li class="call {cls}"><span class="who">tool</span><div class="body">{head}{body}'
             f"{_marks(by_call.pop(c['index'], []))}</div></li>")
+
+
+def _entry(t: StoredTrial, entry: Any, by_call: dict[int, list[StoredViolation]],
+           said: dict[int, list[StoredViolation]]) -> str:
+    """One entry of the transcript: a tool call, or what the user or the agent said with
+    the rules the agent broke saying it (taken out of ``said``)."""
+    if entry["role"] == "tool":
+        return _call(t, entry["call"], by_call)
+    if entry["role"] == "event":  # the world changed by someone else (a task's event)
+        return f'<li class="msg gap"><span class="who">world</span><div class="body">{e(event_note(entry))}</div></li>'
+    who = "agent" if entry["role"] == "agent" else "user"
+    extra = _marks(said.pop(entry["turn"], [])) if who == "agent" else ""
+    return (f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
+            f'<div class="text">{e(entry["text"])}</div>{extra}</div></li>')
+
+
+def _not_shown_item(text: str) -> str:
+    """The line standing for the entries of a long list that are not shown."""
+    return f'<li class="msg gap"><span class="who"></span><div class="body muted">{e(text)}</div></li>'
 
 
 def _transcript(t: StoredTrial) -> str:
@@ -333,15 +427,17 @@ def _transcript(t: StoredTrial) -> str:
             by_call.setdefault(v["call"], []).append(v)
         else:
             said.setdefault(v["turn"], []).append(v)
-    items = []
-    for entry in t["transcript"]:
-        if entry["role"] == "tool":
-            items.append(_call(t, entry["call"], by_call))
-            continue
-        who = "agent" if entry["role"] == "agent" else "user"
-        extra = _marks(said.pop(entry["turn"], [])) if who == "agent" else ""
-        items.append(f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
-                     f'<div class="text">{e(entry["text"])}</div>{extra}</div></li>')
+    entries = t["transcript"]
+    first, hidden, last = shown_items(entries)
+    items = [_entry(t, entry, by_call, said) for entry in first]
+    if hidden:
+        items.append(_not_shown_item(not_shown(hidden, len(entries), "transcript entries")))
+    items += [_entry(t, entry, by_call, said) for entry in last]
+    if hidden:  # the rules broken in the entries not shown stay with them
+        shown = {entry["call"] for entry in (*first, *last) if entry["role"] == "tool"}
+        turns = {entry["turn"] for entry in (*first, *last) if entry["role"] == "agent"}
+        by_call = {i: vs for i, vs in by_call.items() if i in shown}
+        said = {turn: vs for turn, vs in said.items() if turn in turns}
     rest = [v for vs in list(by_call.values()) + list(said.values()) for v in vs]
     if rest:
         items.append(f'<li class="msg agent"><span class="who">rules</span><div class="body">{_marks(rest)}</div></li>')
@@ -362,6 +458,10 @@ def _diff(diff: Diff) -> str:
                          f"<code>{e(_literal(ch['key']))}</code>",
                          f"<code>{e(f)}</code>: <code class=\"before\">{e(_literal(ba['before']))}</code> → "
                          f"<code class=\"after\">{e(_literal(ba['after']))}</code>"])
+    for d in diff.get("deleted", []):
+        fields = ", ".join(f"{k}={_literal(v)}" for k, v in d["row"].items())
+        rows.append(['<span class="badge v-failed">deleted</span>', f"<code>{e(d['table'])}</code>",
+                     f"<code>{e(_literal(d['key']))}</code>", f"<code>{e(fields)}</code>"])
     if not rows:
         return '<p class="muted">The world did not change.</p>'
     return _table(["", "table", "key", "row / field"], rows, "diff")
@@ -390,14 +490,39 @@ def _trial_meta(t: StoredTrial) -> str:
     return f'<p class="muted small">{" · ".join(meta)}</p>'
 
 
-def _trial(t: StoredTrial, idx: _Index) -> str:
-    """One trial, or a line saying why it cannot be shown: one odd trial never costs
-    the run its report."""
+@dataclass
+class _Shown:
+    """One trial as the page writes it: its summary line (``head``; empty for a trial
+    that cannot be shown, whose ``body`` then says why) and its body, in full in
+    ``body``, or compressed: ``ref`` is ``"block.item"`` and ``body`` is empty."""
+
+    domain: str
+    task: str
+    trial: int
+    verdict: str
+    head: str
+    body: str
+    ref: str = ""
+
+
+def _number(value: Any) -> int:
     try:
-        return _trial_details(t, idx)
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _rendered(t: StoredTrial) -> _Shown:
+    """One trial rendered, or a line saying why it cannot be shown: one odd trial never
+    costs the run its report."""
+    try:
+        return _Shown(str(t["domain"]), str(t["task"]), int(t["trial"]), str(t["verdict"]), _trial_head(t),
+                      _trial_body(t))
     except Exception as exc:
-        return (f'<div class="box error">trial {e(t.get("trial"))} of {e(t.get("task"))} cannot be shown '
-                f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
+        box = (f'<div class="box error">trial {e(t.get("trial"))} of {e(t.get("task"))} cannot be shown '
+               f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
+        return _Shown(str(t.get("domain")), str(t.get("task")), _number(t.get("trial")), str(t.get("verdict")),
+                      "", box)
 
 
 def _attribution(t: StoredTrial) -> str:
@@ -409,9 +534,9 @@ def _attribution(t: StoredTrial) -> str:
             f' <span class="evidence">{e(a.get("evidence", ""))}</span></div>')
 
 
-def _trial_details(t: StoredTrial, idx: _Index) -> str:
+def _trial_head(t: StoredTrial) -> str:
+    """A trial's summary line: its number, verdict, how it ended, its size and time."""
     v = t["verdict"]
-    anchor = idx.trial(t["domain"], t["task"], t["trial"])
     bits = [f"trial {e(t['trial'])} of {e(t['k'])}", _badge(v)]
     if t["ended_by"]:
         bits.append(f'<span class="muted">ended by {e(t["ended_by"])}</span>')
@@ -420,6 +545,14 @@ def _trial_details(t: StoredTrial, idx: _Index) -> str:
     failed = [c for c in t["checks"] if not c["passed"]]
     if failed:
         bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
+    return " ".join(bits)
+
+
+def _trial_body(t: StoredTrial) -> str:
+    """A trial in full: failed checks, likely owner, transcript, world diff, every check,
+    soft rules broken, who ran it."""
+    v = t["verdict"]
+    failed = [c for c in t["checks"] if not c["passed"]]
     body = []
     if t["error"] and v == "errored":
         body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(t["error"])}</div>')
@@ -434,16 +567,37 @@ def _trial_details(t: StoredTrial, idx: _Index) -> str:
     if traceback:
         body.append('<details class="tb"><summary>Where the agent raised</summary>'
                     f'<pre>{e(traceback)}</pre></details>')
-    body.append("<h4>World diff</h4>" + _diff(t["diff"]))
+    body.append("<h4>World diff</h4>" + _world_diff(t["diff"]))
     body.append(_checks(t))
-    soft = [s for s in t["violations"] if s["soft"]]
-    if soft:
-        body.append("<h4>Soft rules broken (reported, never fail a trial)</h4><ul>" + "".join(
-            f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in soft) + "</ul>")
+    body.append(_soft_broken(t))
     body.append(_trial_meta(t))
-    is_open = " open" if v != "passed" else ""
-    return (f'<details class="trial v-{e(v)}" id="{anchor}"{is_open}><summary>{" ".join(bits)}</summary>'
-            f'<div class="trial-body">{"".join(body)}</div></details>')
+    return "".join(body)
+
+
+def _world_diff(diff: Diff) -> str:
+    """The world diff, its first :data:`~.safe.ENTRY_LIMIT` changes when it has more."""
+    lists: dict[str, list[Any]] = {key: value for key, value in diff.items() if isinstance(value, list)}
+    total = sum(map(len, lists.values()))
+    if total <= ENTRY_LIMIT:
+        return _diff(diff)
+    room, shown = ENTRY_LIMIT, dict(diff)
+    for key, entries in lists.items():  # created, changed, deleted: the first changes, in that order
+        shown[key], room = entries[:room], max(0, room - len(entries))
+    note = not_shown(total - ENTRY_LIMIT, total, "world changes")
+    return _diff(shown) + f'<p class="muted small">{e(note)}</p>'  # type: ignore[arg-type]
+
+
+def _soft_broken(t: StoredTrial) -> str:
+    """The soft rules the trial broke, one line each (a long list: its start and end)."""
+    soft = [s for s in t["violations"] if s["soft"]]
+    if not soft:
+        return ""
+    first, hidden, last = shown_items(soft)
+    lines = [f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in first]
+    if hidden:
+        lines.append(f'<li class="muted">{e(not_shown(hidden, len(soft), "soft rule breaks"))}</li>')
+    lines += [f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in last]
+    return "<h4>Soft rules broken (reported, never fail a trial)</h4><ul>" + "".join(lines) + "</ul>"
 
 
 # --------------------------------------------------------------------------- the page
@@ -555,6 +709,11 @@ table.diff code.before{color:var(--fail)}table.diff code.after{color:var(--pass)
 .all-checks{margin-top:10px}.all-checks summary{cursor:pointer;color:var(--muted)}
 .kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:10px 0 0}.kv dt{color:var(--muted)}
 .kv dd{margin:0}
+.lazy:empty::after{content:"opening…";color:var(--muted)}
+.no-js .lazy:empty::after{content:"Stored compressed in this page: opening it needs JavaScript "
+"(results.json holds it in full)."}
+.chat .gap .body{font-style:italic;padding:4px 0}
+details.group{margin:6px 0}details.group>summary{cursor:pointer;color:var(--muted);padding:4px 0}
 footer{color:var(--muted);font-size:12px;text-align:center;padding:20px}
 """
 
@@ -565,7 +724,15 @@ _JS = """
     var id = decodeURIComponent(location.hash.slice(1));
     if(!id) return;
     var el = document.getElementById(id);
-    if(!el) return;
+    if(!el){  // a passing trial of a big run: listed once its task's fold is opened
+      var m = /^trial-([0-9]+)-[0-9]+$/.exec(id), folds = [];
+      if(m) ['-more', '-passed'].forEach(function(end){
+        var g = document.getElementById('task-' + m[1] + end);
+        if(g && g.hasAttribute('data-g')) folds.push(fill(g, 'data-g', '.group-body'));
+      });
+      if(folds.length) Promise.all(folds).then(openTarget);
+      return;
+    }
     for(var p = el; p; p = p.parentElement){
       if(p.tagName === 'DETAILS') p.open = true;
       if(p.classList && p.classList.contains('hidden')) p.classList.remove('hidden');
@@ -601,6 +768,45 @@ _JS = """
   var ex = document.getElementById('expand'), co = document.getElementById('collapse');
   if(ex) ex.addEventListener('click', function(){ setAll(true); });
   if(co) co.addEventListener('click', function(){ setAll(false); });
+  // compressed trials: a block is decoded once, when the first of its trials opens
+  var blocks = {};
+  function bytes(text){
+    var s = atob(text.trim()), out = new Uint8Array(s.length);
+    for(var i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+    return out;
+  }
+  function block(n){
+    if(!blocks[n]){
+      var el = document.getElementById(n);
+      blocks[n] = !el ? Promise.reject(new Error('its data block is missing')) :
+        typeof DecompressionStream === 'undefined' ? Promise.reject(new Error('this browser cannot decompress')) :
+        new Response(new Blob([bytes(el.textContent)]).stream().pipeThrough(new DecompressionStream('gzip')))
+          .text().then(JSON.parse);
+    }
+    return blocks[n];
+  }
+  // a trial's body (data-z="z<block>.<item>") or a task's compressed trials (data-g="g<n>")
+  function fill(d, attr, where){
+    var ref = d.getAttribute(attr).split('.'), body = d.querySelector(where);
+    d.removeAttribute(attr);
+    d.open = true;
+    return block(ref[0]).then(function(list){
+      var html = ref.length > 1 ? list[+ref[1]] : list.join('');
+      if(typeof html !== 'string') throw new Error('its data block does not hold it');
+      var t = document.createElement('template');
+      t.innerHTML = html;
+      body.replaceChildren(t.content);
+      body.classList.remove('lazy');
+    }).catch(function(err){
+      body.textContent = 'This could not be opened (' + err.message + '); results.json holds every trial in full.';
+    });
+  }
+  document.addEventListener('toggle', function(ev){
+    var d = ev.target;
+    if(!d.open || !d.hasAttribute) return;
+    if(d.hasAttribute('data-z')) fill(d, 'data-z', '.trial-body');
+    else if(d.hasAttribute('data-g')) fill(d, 'data-g', '.group-body');
+  }, true);
 })();
 """
 
@@ -713,7 +919,7 @@ def _with_ci(value: float | None, interval: Sequence[float] | None, mark: str = 
     return f"{e(pct(value))}{e(mark)}{ci}"
 
 
-def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[StoredTrial]], idx: _Index,
+def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[_Shown]], idx: _Index,
            top: str) -> str:
     """The tasks table, with the filters: verdict, a square per trial, passed with the
     interval of the pass rate, pass^k with its interval, tags."""
@@ -787,6 +993,17 @@ def _owner_clusters(s: Summary) -> str:
 _FEWER = "*"
 
 
+def _score_tables(groups: Sequence[tuple[str, Score]], js: Sequence[str], at: bool) -> tuple[str, bool]:
+    """The pass^j table and, when ``at``, the pass@j one, at ``js``; and whether a cell is marked."""
+    hat, marked = _score_table(groups, js, "pass_hat")
+    out = f'<h3 class="sub-h">pass^j: all of j trials pass</h3><div class="tablewrap">{hat}</div>'
+    if at:
+        table, more = _score_table(groups, js, "pass_at")
+        marked = marked or more
+        out += f'<h3 class="sub-h">pass@j: at least one of j trials passes</h3><div class="tablewrap">{table}</div>'
+    return out, marked
+
+
 def _score_table(groups: Sequence[tuple[str, Score]], js: Sequence[str], measure: str) -> tuple[str, bool]:
     """One table of pass^j (``measure`` ``pass_hat``) or pass@j (``pass_at``) with their
     intervals, a row per group; and whether a cell counts fewer tasks than j = 1 (marked)."""
@@ -806,10 +1023,23 @@ def _score_table(groups: Sequence[tuple[str, Score]], js: Sequence[str], measure
     return _table(["", "tasks"] + [f"pass{sign}{j}" for j in js], rows, f"scores {measure}"), marked
 
 
-def _tags(s: Summary) -> str:
-    """pass^j and pass@j for every j with their 95% intervals: over all tasks, per domain
-    (several domains), then per tag."""
-    js = sorted(s["pass_hat"], key=int)
+def chosen_js(js: Sequence[str]) -> list[str]:
+    """The j a table or chart shows at a glance: every j up to :data:`JS_SHOWN` of them;
+    past that 1, 2, 4, 8, ... and the largest (k)."""
+    ordered = sorted(js, key=int)
+    if len(ordered) <= JS_SHOWN:
+        return ordered
+    have = set(ordered)
+    powers = [str(1 << n) for n in range(int(ordered[-1]).bit_length()) if str(1 << n) in have]
+    return [j for j in powers if j != ordered[-1]] + [ordered[-1]]
+
+
+def _tags(s: Summary, blocks: _Blocks) -> str:
+    """pass^j and pass@j with their 95% intervals: over all tasks, per domain (several
+    domains), then per tag. Every j, or, past :data:`JS_SHOWN` of them, the j of
+    :func:`chosen_js`, with the tables of every j in a compressed fold."""
+    every = sorted(s["pass_hat"], key=int)
+    js = chosen_js(every)
     overall: Score = {"tasks": len(s["tasks"]), "pass_hat": s["pass_hat"]}
     for field in ("pass_hat_ci", "pass_hat_tasks", "pass_at", "pass_at_ci"):
         if field in s:
@@ -817,13 +1047,14 @@ def _tags(s: Summary) -> str:
     groups: list[tuple[str, Score]] = [("<b>all tasks</b>", overall)]
     groups += [(f"domain <b>{e(d)}</b>", score) for d, score in (s.get("domain_scores") or {}).items()]
     groups += [(e(tag), score) for tag, score in s["tags"].items()]
-    hat, marked = _score_table(groups, js, "pass_hat")
-    parts = ['<section id="tags"><h2>Scores <span class="muted small">(under each figure its 95% CI)</span></h2>',
-             f'<h3 class="sub-h">pass^j: all of j trials pass</h3><div class="tablewrap">{hat}</div>']
-    if "pass_at" in s:
-        at, more = _score_table(groups, js, "pass_at")
-        marked = marked or more
-        parts.append(f'<h3 class="sub-h">pass@j: at least one of j trials passes</h3><div class="tablewrap">{at}</div>')
+    parts = ['<section id="tags"><h2>Scores <span class="muted small">(under each figure its 95% CI)</span></h2>']
+    tables, marked = _score_tables(groups, js, "pass_at" in s)
+    parts.append(tables)
+    if js != every:
+        full, _ = _score_tables(groups, every, "pass_at" in s)
+        parts.append(f'<details class="group" id="every-j" data-g="{e(blocks.group([full]))}"><summary>pass^j and '
+                     f"pass@j for every j from 1 to {e(every[-1])} ({len(every)} columns), stored compressed"
+                     '</summary><div class="group-body lazy"></div></details>')
     if marked:
         parts.append(f'<p class="muted small">{_FEWER} counts fewer tasks than j = 1: a task with fewer than j graded '
                      "trials (errored ones are not graded) is left out of pass^j and pass@j.</p>")
@@ -887,11 +1118,11 @@ def _cache_saving(s: Summary) -> list[tuple[str, str]]:
     return [] if text is None else [("prompt cache", text)]
 
 
-def _usage(s: Summary, trials: Sequence[StoredTrial]) -> str:
-    """The usage, cost and latency card: the usage table, agent turn latency and trial time."""
+def _usage(s: Summary, total_time: float, trials: int) -> str:
+    """The usage, cost and latency card: the usage table, agent turn latency and trial
+    time (``total_time`` seconds over ``trials`` trials)."""
     lat = s["latency"]
-    total_time = sum(float(t["duration"]) for t in trials)
-    per = duration(total_time / len(trials)) if trials else "n/a"
+    per = duration(total_time / trials) if trials else "n/a"
     kv = [("agent turn latency", f"p50 {duration(lat['p50'])} · p95 {duration(lat['p95'])} "
                                  f"over {plural(lat['turns'], 'turn')}"),
           ("trial time", f"{duration(total_time)} in all, {per} per trial")]
@@ -911,24 +1142,172 @@ def _errored(errored: Sequence[ErroredTrial], idx: _Index) -> str:
             f"<ul>{items}</ul></section>")
 
 
-def _task_trials(t: TaskSummary, trials: Sequence[StoredTrial], idx: _Index, top: str) -> str:
-    """A task's card: its verdict and pass^k, then each of its trials."""
+def _trial(s: _Shown, idx: _Index) -> str:
+    """One trial: a ``<details>`` with its summary line and its body, open when it did not
+    pass; a compressed one with an empty body that the page's script fills when opened."""
+    if not s.head:
+        return s.body
+    anchor = idx.trial(s.domain, s.task, s.trial)
+    if s.ref:
+        return (f'<details class="trial v-{e(s.verdict)}" id="{anchor}" data-z="{e(s.ref)}"><summary>{s.head}'
+                '</summary><div class="trial-body lazy"></div></details>')
+    is_open = " open" if s.verdict != "passed" else ""
+    return (f'<details class="trial v-{e(s.verdict)}" id="{anchor}"{is_open}><summary>{s.head}</summary>'
+            f'<div class="trial-body">{s.body}</div></details>')
+
+
+def _task_trials(t: TaskSummary, trials: Sequence[_Shown], idx: _Index, top: str, blocks: _Blocks) -> str:
+    """A task's card: its verdict and pass^k, then its trials, those that did not pass
+    first. Its compressed passing trials are listed in a block of their own, in a fold
+    that lists them when opened: a big run's page holds no line per passing trial."""
     crit = '<span class="badge crit">critical</span>' if t["critical"] else ""
     tags = f'<span class="muted">{e(", ".join(t["tags"]))}</span>' if t["tags"] else ""
-    return (f'<div class="task" id="{idx.task(t["domain"], t["task"])}" {_filterable(t)}><div class="task-head">'
+    ordered = sorted(trials, key=lambda s: (s.verdict == "passed", s.trial))
+    anchor = idx.task(t["domain"], t["task"])
+    listed = [s for s in ordered if not s.ref]
+    more = _fold(f"{anchor}-more", [s for s in ordered if s.ref and s.verdict != "passed"], "more trial", idx, blocks)
+    passed = _fold(f"{anchor}-passed", [s for s in ordered if s.ref and s.verdict == "passed"], "passed trial", idx,
+                   blocks)
+    return (f'<div class="task" id="{anchor}" {_filterable(t)}><div class="task-head">'
             f'<h3>{e(t["name"])}</h3>{_badge(t["verdict"])}{crit}<span class="muted">{e(t["passed"])}/'
             f'{e(t["graded"])} passed · pass^{e(top)} {e(pct(t["pass_hat"].get(top)))}</span>{tags}</div>'
-            + "".join(_trial(one, idx) for one in trials) + "</div>")
+            + "".join(_trial(one, idx) for one in listed) + more + passed + "</div>")
 
 
-def _trials(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[StoredTrial]], idx: _Index,
-            top: str) -> str:
-    """Every trial, task by task: failing ones open, passing ones folded."""
-    return ('<section id="trials"><h2>Trials</h2><div class="filters js-only">'
-            '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
-            "</button></div>"
-            + "".join(_task_trials(t, by_task.get((t["domain"], t["task"]), []), idx, top) for t in tasks)
-            + "</section>")
+def _fold(anchor: str, trials: Sequence[_Shown], word: str, idx: _Index, blocks: _Blocks) -> str:
+    """A fold standing for compressed trials of a task, whose lines are a block of their
+    own: the page holds one element for them until it is opened."""
+    if not trials:
+        return ""
+    ref = blocks.group([_trial(one, idx) for one in trials])
+    return (f'<details class="group" id="{anchor}" data-g="{e(ref)}"><summary>{e(plural(len(trials), word))}, '
+            'stored compressed</summary><div class="group-body lazy"></div></details>')
+
+
+def _compressed_note(placed: _Placed) -> str:
+    """What a reader of a big report needs to know: which trials are compressed, and that
+    opening them takes JavaScript."""
+    if not placed.compressed:
+        return ""
+    return (f'<p class="muted small" id="compressed-note">{e(placed.compressed)} of {e(plural(placed.count, "trial"))}'
+            " are stored compressed in this page to keep it quick to open; opening them needs JavaScript "
+            "(results.json holds every trial). Failing and errored trials are listed first in their task and "
+            f"shown in full, up to {INLINE_PER_TASK} a task.</p>")
+
+
+def _trials(tasks: Sequence[TaskSummary], placed: _Placed, idx: _Index, top: str) -> Iterator[str]:
+    """Every trial, task by task: failing ones first and open, passing ones folded. One
+    piece per task, so that the page is written as it is rendered."""
+    yield ('<section id="trials"><h2>Trials</h2>' + _compressed_note(placed) + '<div class="filters js-only">'
+           '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
+           "</button></div>")
+    for t in tasks:
+        yield _task_trials(t, placed.by_task.get((t["domain"], t["task"]), []), idx, top, placed.blocks)
+    yield "</section>"
+
+
+class _Blocks:
+    """Trial bodies stored compressed: gathered into blocks of about :data:`BLOCK_SIZE`
+    characters, each a JSON list of HTML strings, gzip-compressed and base64-encoded in a
+    data block of its own. Finished blocks wait in a temporary file (in memory while
+    small) until the page reaches its end."""
+
+    def __init__(self) -> None:
+        self.spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_SIZE, mode="w+", encoding="utf-8")
+        self.pending: list[str] = []
+        self.size = 0
+        self.blocks = 0
+        self.groups = 0
+
+    def add(self, body: str) -> str:
+        """Store ``body``; its reference, ``"block.item"``."""
+        ref = f"z{self.blocks}.{len(self.pending)}"
+        self.pending.append(body)
+        self.size += len(body)
+        if self.size >= BLOCK_SIZE:
+            self._flush()
+        return ref
+
+    def group(self, lines: list[str]) -> str:
+        """Store the lines of a task's compressed trials as a block of their own; its id."""
+        self.groups += 1
+        ref = f"g{self.groups}"
+        self._write(ref, lines)
+        return ref
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        self._write(f"z{self.blocks}", self.pending)
+        self.blocks += 1
+        self.pending, self.size = [], 0
+
+    def _write(self, ref: str, items: list[str]) -> None:
+        gz = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: the gzip format DecompressionStream reads
+        raw = json.dumps(items, ensure_ascii=False).encode("utf-8")
+        data = base64.b64encode(gz.compress(raw) + gz.flush()).decode("ascii")
+        self.spool.write(f'<script type="application/octet-stream" id="{ref}">{data}</script>')
+
+    def write_to(self, fp: TextSink) -> None:
+        """Every block, into ``fp``; the temporary file is gone after."""
+        self._flush()
+        self.spool.seek(0)
+        shutil.copyfileobj(self.spool, fp)  # type: ignore[misc]
+        self.spool.close()
+
+
+class _Placed:
+    """Every trial rendered once, as the document gives them, and placed: in full in the
+    page, or compressed (see the module's docstring). Rendered bodies are held only while
+    they are to be shown in full, so memory stays within :data:`INLINE_LIMIT` characters
+    besides a summary line per trial."""
+
+    def __init__(self, clean: Callable[[str], str], limit: int) -> None:
+        self.clean = clean
+        self.limit = limit
+        self.by_task: dict[tuple[str, str], list[_Shown]] = {}
+        self.blocks = _Blocks()
+        self.held: list[_Shown] | None = []  # every trial so far, while all fit in the limit
+        self.inline = 0  # characters of the bodies in full
+        self.per_task: dict[tuple[str, str], int] = {}
+        self.count = 0
+        self.compressed = 0
+        self.total_time = 0.0
+
+    def add(self, t: StoredTrial) -> None:
+        s = _rendered(cast(StoredTrial, bounded_trial(t)))
+        s.body = self.clean(s.body)
+        self.count += 1
+        self.total_time += _seconds(t)
+        self.by_task.setdefault((s.domain, s.task), []).append(s)
+        if self.held is None:
+            self._place(s)
+            return
+        self.held.append(s)
+        self.inline += len(s.body)
+        if self.inline > self.limit:  # too big to show every trial: place each held one again
+            held, self.held, self.inline = self.held, None, 0
+            for one in held:
+                self._place(one)
+
+    def _place(self, s: _Shown) -> None:
+        """In full: a failing or errored trial (or one that cannot be shown) while its task
+        has fewer than :data:`INLINE_PER_TASK` in full and the limit holds. Else compressed."""
+        key = (s.domain, s.task)
+        if not s.head or (s.verdict != "passed" and self.per_task.get(key, 0) < INLINE_PER_TASK
+                          and self.inline + len(s.body) <= self.limit):
+            self.per_task[key] = self.per_task.get(key, 0) + 1
+            self.inline += len(s.body)
+            return
+        s.ref, s.body = self.blocks.add(s.body), ""
+        self.compressed += 1
+
+
+def _seconds(t: StoredTrial) -> float:
+    try:
+        return float(t["duration"])
+    except (KeyError, TypeError, ValueError):
+        return 0.0
 
 
 def _footer(doc: Results) -> str:
@@ -940,30 +1319,54 @@ def _footer(doc: Results) -> str:
             f"results schema {e(doc['schema_version'])}</footer>")
 
 
-def render_report(results: Mapping[str, Any]) -> str:
-    """The HTML report of a results.json document (see docs/results.md)."""
+def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequence[str] | None = None,
+                      inline_limit: int = INLINE_LIMIT) -> None:
+    """Write the HTML report of a results.json document (see docs/results.md) to the text
+    stream ``fp``, piece by piece. ``results["trials"]`` is iterated once and may be any
+    iterable (a sequence read from disk as it goes). What is written has ``secrets``
+    (default: those of the environment, :func:`~.safe.secret_values`) redacted and lone
+    surrogates replaced, compressed transcripts included. ``inline_limit`` is
+    :data:`INLINE_LIMIT` but for tests."""
+    keys = secret_values() if secrets is None else list(secrets)
+
+    def clean(text: str) -> str:
+        return safe_text(scrub_text(text, keys) if keys else text)
+
     doc = _complete(results)
     run, s = doc["run"], doc["summary"]
     tasks = s["tasks"]
     idx = _Index(tasks)
-    by_task = _trials_by_task(doc["trials"])
+    placed = _Placed(clean, inline_limit)
+    for t in results.get("trials") or []:
+        placed.add(t)
     top = _top_j(s)
     title = ", ".join([d["name"] for d in run["domains"]] or s["domains"]) or "sandtable run"
-    return "".join([
+    pieces: Iterable[str] = [
         _head(doc, title, top),
         _header(run, s, title),
         "<main>",
         _not_loaded(run),
         _provisional(s),
         _overview(s, doc["gate"], top),
-        _tasks(tasks, by_task, idx, top),
+        _tasks(tasks, placed.by_task, idx, top),
         _failure_modes(s, idx),
-        _tags(s),
+        _tags(s, placed.blocks),
         _soft_rules(s["soft_rules"]),
-        _usage(s, doc["trials"]),
+        _usage(s, placed.total_time, placed.count),
         _errored(s["errored_trials"], idx),
-        _trials(tasks, by_task, idx, top),
-        "</main>",
-        _footer(doc),
-        f"<script>{_JS}</script></body></html>\n",
-    ])
+    ]
+    for piece in pieces:
+        fp.write(clean(piece))
+    for piece in _trials(tasks, placed, idx, top):
+        fp.write(clean(piece))
+    fp.write("</main>" + clean(_footer(doc)))
+    placed.blocks.write_to(fp)  # each body was cleaned before it was compressed
+    fp.write(f"<script>{_JS}</script></body></html>\n")
+
+
+def render_report(results: Mapping[str, Any]) -> str:
+    """The HTML report of a results.json document as one string (:func:`write_report_html`
+    into memory, no secret redacted: the callers that write files redact)."""
+    buf = io.StringIO()
+    write_report_html(results, buf, secrets=())
+    return buf.getvalue()

@@ -6,7 +6,7 @@ call against them but never blocks one, so no rule changes what the agent saw), 
 ids, tags, critical, descriptions and quotes of rules, new checks. What may not is
 what the agent or the simulated user was given or shown: the description and policy,
 the tools (descriptions, parameters, checks, ops), the seed world, a task's ``given``,
-``user`` and ``max_turns``, and, for trials the reference agent played, the task's
+``user``, ``max_turns``, ``faults`` and ``events``, and, for trials the reference agent played, the task's
 ``reference``. Those are compared with the domain file the run used, found by the
 sha256 the run recorded (at its path, or in its git history); then each trial is
 replayed call by call (``engine.trial.regrade_trial``), and a call whose outcome
@@ -176,6 +176,9 @@ def _task_changes(original: Domain, edited: Domain, tasks: Mapping[str, bool], w
             yield f"tasks[{task_id}].user.script changed ({at}): the simulated user was given the old one"
         if old.max_turns != new.max_turns:
             yield f"tasks[{task_id}].max_turns changed ({at}): it bounded the conversations"
+        for field in ("faults", "events"):  # what the agent's calls met (compared without their lines)
+            if getattr(old, field) != getattr(new, field):
+                yield f"tasks[{task_id}].{field} changed ({at}): the agent's calls met the old ones"
         if by_reference and old.reference != new.reference:
             yield f"tasks[{task_id}].reference changed ({at}): the reference agent played the old one"
 

@@ -17,20 +17,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import resources
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from ..domain.files import write_atomic
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
 from .fmt import clip, plural
 from .safe import REDACTED, clip_text, encoded_trial, scrub_secrets, scrub_text, secret_values, shown_trial, utf8
+from .spool import SpooledTrials, TrialSpool
 from .types import Gate, Options, Results, Run, StoredTrial, Summary, TaskVerdict
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "ResultsError",
     "RunMeta",
     "build_results",
+    "build_spooled",
     "default_run_dir",
     "iso_utc",
     "read_results",
@@ -54,7 +56,7 @@ __all__ = [
     "write_run",
 ]
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"
@@ -174,13 +176,46 @@ def build_results(
     """The results.json document for these trials: every trial (in a stable order,
     whatever order they finished in), per-task verdicts, the summary and the gates'
     outcome (critical tasks and domain files that did not load are always checked;
-    fail-under and floors when given)."""
-    from .gates import evaluate
-    from .summary import order_trials, summarize
+    fail-under and floors when given). Every trial is held in memory: a run's recorder
+    builds it from a :class:`~pytest_sandtable.report.spool.TrialSpool` instead
+    (:func:`build_spooled`)."""
+    from .summary import order_trials
 
     secrets = secret_values()
     # within the size caps before anything reads them: the summary's examples and errors too
     ts = order_trials(shown_trial(_as_trial(t), secrets) for t in trials)
+    return _document(ts, [_stored(t) for t in ts], run_meta, fail_under=fail_under, floors=floors, prices=prices)
+
+
+def build_spooled(
+    spool: TrialSpool,
+    run_meta: RunMeta,
+    *,
+    fail_under: float | None = None,
+    floors: Mapping[str, float] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+) -> Results:
+    """:func:`build_results` for the trials of a spool: the summary and the gate from its
+    light trials, ``trials`` the spooled ones, read from disk when written (see
+    :func:`write_run`)."""
+    ts, stored = spool.ordered()
+    return _document(ts, stored, run_meta, fail_under=fail_under, floors=floors, prices=prices)
+
+
+def _document(
+    ts: list[TrialResult],
+    stored: Sequence[StoredTrial],
+    run_meta: RunMeta,
+    *,
+    fail_under: float | None,
+    floors: Mapping[str, float] | None,
+    prices: Mapping[str, Mapping[str, float]] | None,
+) -> Results:
+    """The document around the trials ``stored`` (``ts``, in the same order, as the
+    summary and the gate read them)."""
+    from .gates import evaluate
+    from .summary import summarize
+
     summary = summarize(ts, k=run_meta.k, prices=prices)
     floors = dict(floors or {})
     outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
@@ -189,7 +224,7 @@ def build_results(
         "schema_version": SCHEMA_VERSION,
         "writer": {"name": "pytest-sandtable", "version": _writer_version(), "command": run_meta.command},
         "run": run_meta.to_dict(),
-        "trials": [_stored(t) for t in ts],
+        "trials": stored,
         "tasks": _task_verdicts(summary),
         "summary": summary,
         # GateOutcome.to_dict writes the schema's gate object, as a plain dict
@@ -229,34 +264,141 @@ def default_run_dir(base: str | os.PathLike[str], domains: Iterable[str], now: d
         return path
 
 
-def _cleaned(results: Mapping[str, Any], secrets: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """The document with its secrets redacted, and each trial's JSON line. Trial by trial,
-    so that a trial that cannot be encoded loses only its own bad fields (see
-    :func:`~pytest_sandtable.report.safe.encoded_trial`), never the run its files."""
+def _cleaned(results: Mapping[str, Any], secrets: list[str]) -> tuple[dict[str, Any], Iterable[bytes]]:
+    """The document with its secrets redacted, and each trial's JSON line (UTF-8). Trial
+    by trial, so that a trial that cannot be encoded loses only its own bad fields (see
+    :func:`~pytest_sandtable.report.safe.encoded_trial`), never the run its files.
+    Spooled trials were made so when they were spooled: their lines are read as they are
+    written (scrubbed again only for a secret the spool did not know)."""
     clean: dict[str, Any] = {}
-    lines: list[str] = []
+    lines: Iterable[bytes] = ()
     for key, value in results.items():
-        if key == "trials" and isinstance(value, list):
-            clean[key] = []
-            for t in value:
-                trial, line = encoded_trial(t, secrets)
-                clean[key].append(trial)
-                lines.append(line)
+        if key == "trials" and isinstance(value, SpooledTrials):
+            clean[key] = value
+            new = [v for v in secrets if v not in value.secrets]
+            lines = (utf8(scrub_text(line.decode("utf-8"), new)) for line in value.lines()) if new else value.lines()
+        elif key == "trials" and isinstance(value, list):
+            encoded = [encoded_trial(t, secrets) for t in value]
+            clean[key] = [trial for trial, _ in encoded]
+            lines = [utf8(scrub_text(line, secrets)) for _, line in encoded]
         else:
-            clean[key] = scrub_secrets(value, secrets)
+            clean[key] = _strict(value, secrets)
     return clean, lines
 
 
-def _document_json(doc: Mapping[str, Any], trial_lines: list[str]) -> str:
-    """results.json's text: the document indented by one space, each trial on a line of
-    its own as the C encoder wrote it (indenting takes Python's slower pure-Python
-    encoder, kept to the parts around the trials)."""
-    slot = f"trials-{uuid.uuid4().hex}"  # stands in for the trials, replaced by their lines
-    shell = {key: [slot] if key == "trials" and trial_lines else value for key, value in doc.items()}
-    text = json.dumps(shell, ensure_ascii=False, indent=1, allow_nan=False)
-    if trial_lines:
-        text = text.replace(json.dumps(slot), ",\n  ".join(trial_lines), 1)
-    return text + "\n"
+def _strict(value: Any, secrets: list[str]) -> Any:
+    """``value`` as strict JSON without a secret (:func:`scrub_secrets`); as it is when one
+    C encoding shows it already is (the usual case), which spares the walk over a big
+    summary."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return scrub_secrets(value, secrets)
+    return value if scrub_text(text, secrets) == text else scrub_secrets(value, secrets)
+
+
+_KEYS = {True: "true", False: "false", None: "null"}
+
+
+class _Text:
+    """Pieces of results.json's text on their way to the file: written (secrets scrubbed,
+    as UTF-8) every few thousand pieces, so a big summary is never whole in memory."""
+
+    CHUNK = 4096
+
+    def __init__(self, f: BinaryIO, secrets: list[str]) -> None:
+        self.f = f
+        self.secrets = secrets
+        self.out: list[str] = []
+
+    def flush(self) -> None:
+        self.f.write(utf8(scrub_text("".join(self.out), self.secrets)))
+        self.out.clear()
+
+
+def _indented(value: Any, text: _Text, pad: str = "\n") -> None:
+    """Write ``value`` as ``json.dumps(value, indent=1, ensure_ascii=False)`` writes it at
+    the indentation ``pad`` gives, for strict JSON (see :func:`_strict`): the same text,
+    four times as fast, as strings are encoded by the C encoder's own function and the
+    structure by a plain recursion instead of the pure-Python encoder's generators."""
+    out = text.out
+    if isinstance(value, str):
+        out.append(encode_basestring(value))
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = pad + " "
+        sep = "{" + inner
+        for k, v in value.items():
+            key = k if isinstance(k, str) else _KEYS[k] if k is None or isinstance(k, bool) else repr(k)
+            out.append(sep)
+            out.append(encode_basestring(key))
+            out.append(": ")
+            _indented(v, text, inner)
+            sep = "," + inner
+        out.append(pad + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[]")
+            return
+        inner = pad + " "
+        sep = "[" + inner
+        for v in value:
+            out.append(sep)
+            _indented(v, text, inner)
+            sep = "," + inner
+            if len(out) > text.CHUNK:
+                text.flush()
+        out.append(pad + "]")
+    elif value is None or isinstance(value, bool):
+        out.append(_KEYS[value])
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    else:  # a finite float: _strict made sure
+        out.append(float.__repr__(value))
+
+
+def _write_json(f: BinaryIO, clean: Mapping[str, Any], lines: Iterable[bytes], secrets: list[str]) -> None:
+    """Stream results.json: the document indented by one space, as ``json.dumps(...,
+    indent=1)`` would write it, except that each trial is the one line the C encoder
+    wrote (indenting takes Python's slower pure-Python encoder); the trials' lines are
+    copied as they are."""
+    text = _Text(f, secrets)
+    sep = "{\n "
+    for key, value in clean.items():
+        text.out += [sep, encode_basestring(key), ": "]
+        sep = ",\n "
+        if key != "trials":
+            _indented(value, text, "\n ")
+            continue
+        text.flush()
+        glue = b"[\n  "
+        for line in lines:
+            f.write(glue)
+            f.write(line)
+            glue = b",\n  "
+        text.out.append("[]" if glue == b"[\n  " else "\n ]")
+    text.out.append("\n}\n" if clean else "{}\n")
+    text.flush()
+
+
+class _Utf8Sink:
+    """A text sink writing UTF-8 to a binary file (the text is made safe by its writer)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+
+    def write(self, text: str, /) -> int:
+        return self._f.write(utf8(text))
+
+
+def _write_html(f: BinaryIO, clean: Mapping[str, Any], secrets: list[str]) -> None:
+    """Stream report.html of the cleaned document (secrets redacted, piece by piece,
+    by :func:`~pytest_sandtable.report.html.write_report_html`)."""
+    from .html import write_report_html
+
+    write_report_html(clean, _Utf8Sink(f), secrets=secrets)
 
 
 def write_run(
@@ -265,18 +407,17 @@ def write_run(
     """Write ``results.json`` and ``report.html`` into ``out_dir`` (created if needed);
     returns the folder. Secret values from the environment (see :func:`secret_values`;
     ``env`` defaults to :data:`os.environ`) are replaced by ``[redacted]`` in both files,
-    and lone surrogates by U+FFFD. Both files are rendered before either is written; a
-    trial that cannot be written in full is written without its bad fields, with a note."""
-    from .html import render_report
-
+    and lone surrogates by U+FFFD. Each file is streamed to a temporary file and renamed
+    into place, so each is whole or absent; a trial that cannot be written in full is
+    written without its bad fields, with a note. The trials may be a
+    :class:`~pytest_sandtable.report.spool.SpooledTrials`: then neither file holds more
+    than one trial in memory at a time."""
     secrets = secret_values(env)
-    clean, trial_lines = _cleaned(results, secrets)
-    json_text = scrub_text(_document_json(clean, trial_lines), secrets)
-    html_text = scrub_text(render_report(clean), secrets)
+    clean, lines = _cleaned(results, secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / RESULTS_FILE, utf8(json_text))
-    write_atomic(out / REPORT_FILE, utf8(html_text))
+    write_atomic(out / RESULTS_FILE, lambda f: _write_json(f, clean, lines, secrets))
+    write_atomic(out / REPORT_FILE, lambda f: _write_html(f, clean, secrets))
     return out
 
 
@@ -284,13 +425,11 @@ def write_report(results: Mapping[str, Any], out_dir: str | os.PathLike[str],
                  *, env: Mapping[str, str] | None = None) -> Path:
     """Re-render ``report.html`` alone into ``out_dir`` (created if needed), atomically
     and with secrets scrubbed; returns the file written."""
-    from .html import render_report
-
     secrets = secret_values(env)
-    html_text = scrub_text(render_report(_cleaned(results, secrets)[0]), secrets)
+    clean, _ = _cleaned(results, secrets)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / REPORT_FILE, utf8(html_text))
+    write_atomic(out / REPORT_FILE, lambda f: _write_html(f, clean, secrets))
     return out / REPORT_FILE
 
 

@@ -22,6 +22,10 @@ text, transcript and traceback, the summary tables) passes through here:
   out of that trial alone, and the trial's ``error`` says which and why
   (:func:`storable_trial`, :func:`encoded_trial`): one bad trial never costs a run its
   results.json and report.html.
+- **Length.** A trial's transcript, world diff and list of rules broken are shown in
+  report.html and the terminal up to :data:`ENTRY_LIMIT` entries each (the first
+  three quarters and the last quarter of them, :func:`shown_items`), a marker
+  between saying how many are not (:func:`not_shown`); results.json keeps them all.
 """
 
 from __future__ import annotations
@@ -32,27 +36,31 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from ..engine.results import ERRORED, TrialResult
 from .fmt import clip
 from .usage import model_name
 
 __all__ = [
+    "ENTRY_LIMIT",
     "MIN_SECRET_LENGTH",
     "REDACTED",
     "TEXT_LIMIT",
     "VALUE_LIMIT",
+    "bounded_trial",
     "clip_text",
     "clip_value",
     "encoded_trial",
     "for_terminal",
     "named_usage",
+    "not_shown",
     "portable_trial",
     "safe_text",
     "scrub_secrets",
     "scrub_text",
     "secret_values",
+    "shown_items",
     "shown_trial",
     "storable_trial",
     "utf8",
@@ -62,6 +70,9 @@ TEXT_LIMIT = 20_000
 """Characters of one string shown in results.json, report.html and the terminal."""
 VALUE_LIMIT = 20_000
 """Characters of JSON of one tool argument, tool result or world value shown there."""
+ENTRY_LIMIT = 400
+"""Entries of one trial's transcript, world diff or list of rules broken shown in
+report.html and the terminal (results.json keeps them all)."""
 
 REDACTED = "[redacted]"
 # env vars whose values never appear in a written file or the terminal
@@ -76,8 +87,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _BIG_INT_BITS = 14_000
 _WHY_LIMIT = 200  # characters of an exception's message in a note
 _NAME_LIMIT = 200  # characters of a model's name
+_T = TypeVar("_T")
 # a trial whose JSON is this short holds no string, argument or result over a cap
 _FAST_LIMIT = min(TEXT_LIMIT, VALUE_LIMIT)
+# one encoder for the many small checks: json.dumps with options builds one per call
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 # --------------------------------------------------------------------------- secrets
@@ -183,6 +197,23 @@ def clip_text(text: str, limit: int = TEXT_LIMIT, secrets: Sequence[str] = ()) -
     return text if len(text) <= limit else _cut(text, len(text), "characters", limit, secrets)
 
 
+def shown_items(items: Sequence[_T], limit: int = ENTRY_LIMIT) -> tuple[Sequence[_T], int, Sequence[_T]]:
+    """``items`` as shown: all of them, or, past ``limit``, the first three quarters and
+    the last quarter of ``limit`` and how many between are not shown. The start shows
+    how a conversation went wrong, the end how it stopped."""
+    if len(items) <= limit:
+        return items, 0, ()
+    tail = limit // 4
+    head = limit - tail
+    return items[:head], len(items) - limit, items[len(items) - tail:]
+
+
+def not_shown(hidden: int, total: int, what: str) -> str:
+    """The marker where ``hidden`` of ``total`` entries are not shown:
+    ``… [not shown: 99,600 of 100,000 transcript entries; results.json holds every one]``."""
+    return f"… [not shown: {hidden:,} of {total:,} {what}; results.json holds every one]"
+
+
 def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {clip(str(exc), _WHY_LIMIT)}" if str(exc) else type(exc).__name__
 
@@ -206,11 +237,23 @@ def clip_value(value: Any, limit: int = VALUE_LIMIT, secrets: Sequence[str] = ()
     return value if len(text) <= limit else _cut(text, len(text), "characters of JSON", limit, secrets)
 
 
+def _fits(obj: Any) -> bool:
+    """Whether ``obj`` surely holds nothing over a cap: its JSON, one pass of the C
+    encoder, is within the smaller cap (a trial of 100,000 tool calls is 100,000 small
+    objects, each cheaper to encode once than to walk)."""
+    try:
+        return len(_ENCODER.encode(obj)) <= _FAST_LIMIT
+    except (ValueError, TypeError, RecursionError):
+        return False
+
+
 def _clipped(obj: Any, secrets: Sequence[str]) -> Any:
     """``obj`` with every string in it (keys too) clipped to :data:`TEXT_LIMIT`."""
     if isinstance(obj, str):
         return clip_text(obj, TEXT_LIMIT, secrets)
     if isinstance(obj, Mapping):
+        if _fits(obj):
+            return obj
         return {_clipped(k, secrets): _clipped(v, secrets) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clipped(v, secrets) for v in obj]
@@ -229,6 +272,8 @@ def _call(call: Any, secrets: Sequence[str]) -> Any:
     """A tool call: its arguments and result capped as values, the rest clipped."""
     if not isinstance(call, Mapping):
         return _clipped(call, secrets)
+    if _fits(call):
+        return call
     out = {}
     for k, v in call.items():
         if k == "args":
@@ -345,6 +390,14 @@ def storable_trial(d: Mapping[str, Any], secrets: Sequence[str] = ()) -> dict[st
     # a walk, not one encoding of the whole trial to see whether it fits: a hostile trial
     # holds many megabytes, which the walk cuts without encoding them
     return _fieldwise(d, lambda name, value: _BOUND.get(name, _clipped)(value, secrets))
+
+
+def bounded_trial(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A stored trial within the caps, for a renderer that may be given a document this
+    package did not write (``report`` and ``merge`` read any valid results.json): ``d``
+    itself when one pass of the C encoder shows it holds nothing over a cap (what a run
+    writes always does), else :func:`storable_trial` of it."""
+    return d if _fits(d) else storable_trial(d)
 
 
 def shown_trial(r: TrialResult, secrets: Sequence[str] = ()) -> TrialResult:

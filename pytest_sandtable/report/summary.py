@@ -76,14 +76,15 @@ def _file(t: TrialResult) -> str:
     return t.location.rpartition(":")[0]
 
 
+def trial_order_key(t: TrialResult) -> tuple[str, str, int, str, int]:
+    """Where a trial comes in results.json: by domain, file, the task's line, task, trial."""
+    file, _, line = t.location.rpartition(":")
+    return (t.domain, file, int(line) if line.isdigit() else 0, t.task, t.trial)
+
+
 def order_trials(trials: Iterable[TrialResult]) -> list[TrialResult]:
     """A stable order whatever order the trials finished in (xdist)."""
-
-    def key(t: TrialResult) -> tuple[str, str, int, str, int]:
-        file, _, line = t.location.rpartition(":")
-        return (t.domain, file, int(line) if line.isdigit() else 0, t.task, t.trial)
-
-    return sorted(trials, key=key)
+    return sorted(trials, key=trial_order_key)
 
 
 def _graded(trials: Iterable[TrialResult]) -> list[TrialResult]:

@@ -2,7 +2,8 @@
 transcript and the agent's traceback.
 
 What they print is what results.json keeps (:mod:`.safe`): secrets redacted (CI logs
-are often public), every value within the size caps, lone surrogates replaced.
+are often public), every value within the size caps, lone surrogates replaced; a
+transcript of more than :data:`~.safe.ENTRY_LIMIT` entries, its start and its end.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 from ..domain.conditions import format_literal
 from ..engine.results import TrialResult
 from .fmt import clip, plural
-from .safe import for_terminal, secret_values, shown_trial
+from .safe import for_terminal, not_shown, secret_values, shown_items, shown_trial
 
-__all__ = ["failure_text", "headline", "owner_line", "traceback_text", "transcript_text"]
+__all__ = ["event_note", "failure_text", "fault_note", "headline", "owner_line", "traceback_text", "transcript_text"]
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -25,6 +26,40 @@ def _args(args: dict[str, Any]) -> str:
 
 def _short_json(v: Any, limit: int = 300) -> str:
     return clip(json.dumps(v, ensure_ascii=False, default=str), limit)
+
+
+def fault_note(fault: Mapping[str, Any]) -> str:
+    """What a faulted call met, from its ``fault`` in results.json: ``fault 1: timeout
+    after commit: the call ran and its writes landed``."""
+    parts = []
+    kind = fault.get("kind")
+    if kind:
+        what = str(kind)
+        if fault.get("retry_after") is not None:
+            what += f" (retry after {format_literal(fault['retry_after'])} s)"
+        if fault.get("after_commit"):
+            what += " after commit: " + ("the call ran and its writes landed" if fault.get("landed")
+                                         else "the call ran and failed, so nothing landed")
+        else:
+            what += ": the call did not run"
+        parts.append(what)
+    if fault.get("latency_ms"):
+        parts.append(f"{format_literal(fault['latency_ms'])} ms latency")
+    return f"fault {fault.get('fault')}: " + "; ".join(parts)
+
+
+def event_note(entry: Mapping[str, Any]) -> str:
+    """A task's event from its transcript entry: ``event 1 after call 2: update loads
+    L-1002 set status='booked'``, and why it was skipped when it was."""
+    op, where = entry.get("op"), f"{entry.get('table')}"
+    if "key" in entry:
+        where += f" {format_literal(entry['key'])}"
+    values = entry.get("values")
+    change = f"{op} {where}"
+    if isinstance(values, dict):
+        change += (" set " if op == "update" else " ") + _args(values)
+    skipped = f" (skipped: {entry['skipped']})" if entry.get("skipped") else ""
+    return f"event {entry.get('event')} after call {int(entry.get('after_call', 0)) + 1}: {change}{skipped}"
 
 
 def headline(r: TrialResult) -> str:
@@ -81,8 +116,11 @@ def _failure_text(r: TrialResult) -> str:
     soft = [v for v in r.violations if v.soft]
     if soft:
         lines.append("  soft rules broken (reported, never fail a trial):")
-        for v in soft:
-            lines.append(f"    {v.invariant}  {v.detail}")
+        first, hidden, last = shown_items(soft)
+        lines.extend(f"    {v.invariant}  {v.detail}" for v in first)
+        if hidden:
+            lines.append(f"    {not_shown(hidden, len(soft), 'soft rule breaks')}")
+        lines.extend(f"    {v.invariant}  {v.detail}" for v in last)
     if r.attribution:
         lines.append(owner_line(r.attribution))
     return "\n".join(lines)
@@ -104,7 +142,11 @@ def _transcript_text(r: TrialResult) -> str:
         else:
             said.setdefault(v.turn, []).append(mark)
     out: list[str] = []
-    for e in r.transcript:
+    first, hidden, last = shown_items(r.transcript)
+    for e in [*first, None, *last] if hidden else first:
+        if e is None:  # between the start and the end of a long transcript
+            out.append(f"        {not_shown(hidden, len(r.transcript), 'transcript entries')}")
+            continue
         if e["role"] == "tool":
             c = r.calls[e["call"]]
             head = f"[{c['turn']}] agent -> {c['tool']}({_args(c['args'])})"
@@ -113,7 +155,11 @@ def _transcript_text(r: TrialResult) -> str:
             else:
                 err = c["error"] or {}
                 out.append(f"{head}\n        ! error {err.get('code')}: {err.get('message')}")
+            if c.get("fault"):
+                out.append(f"        ~ {fault_note(c['fault'])}")
             out.extend(f"        !! {m}" for m in by_call.get(c["index"], ()))
+        elif e["role"] == "event":
+            out.append(f"[{e['turn']}] world: {event_note(e)}")
         else:
             who = "user " if e["role"] == "user" else "agent"
             text = str(e["text"]).replace("\n", "\n        ")

@@ -11,6 +11,7 @@ the fields in, and with it the file's bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
@@ -269,6 +270,7 @@ class StoredCall(TypedDict):
     result: Any  # any JSON value the tool returned; None when it failed
     error: CallError | None
     violations: list[str]
+    fault: NotRequired[dict[str, Any]]  # the task's fault the call met; only on a faulted call
 
 
 class Message(TypedDict):
@@ -282,7 +284,22 @@ class ToolStep(TypedDict):
     call: int  # index into the trial's calls
 
 
-TranscriptEntry = Message | ToolStep
+class EventStep(TypedDict):
+    """One of the task's events (docs/spec.md, "Faults and events"); ``key`` for update
+    and delete, ``values`` for update and create, ``skipped`` only when it was."""
+
+    role: Literal["event"]
+    turn: int
+    after_call: int  # index into the trial's calls
+    event: int  # which of the task's events, from 1
+    op: Literal["update", "create", "delete"]
+    table: str
+    key: NotRequired[Any]
+    values: NotRequired[dict[str, Any]]
+    skipped: NotRequired[str]
+
+
+TranscriptEntry = Message | ToolStep | EventStep
 
 
 class CreatedRow(TypedDict):
@@ -305,6 +322,7 @@ class ChangedRow(TypedDict):
 class Diff(TypedDict):
     created: list[CreatedRow]
     changed: list[ChangedRow]
+    deleted: NotRequired[list[CreatedRow]]  # since 1.3, only when a row was deleted
 
 
 class TrialUsage(TypedDict, total=False):
@@ -435,7 +453,8 @@ class Results(TypedDict):
     schema_version: str
     writer: Writer
     run: Run
-    trials: list[StoredTrial]
+    # a list, or the trials of a run's spool read from disk when iterated (report.spool)
+    trials: Sequence[StoredTrial]
     tasks: list[TaskVerdict]
     summary: Summary
     gate: Gate

@@ -1,0 +1,226 @@
+"""Trial cost of Python handlers (docs/handlers.md): the same tools written once as
+declarative ops and once as handlers, and a handler domain over 100 against 100,000 rows.
+
+A retail-like world (users, orders, products; fictional rows generated here, or
+τ-bench's retail data with ``--tau-retail DIR``, read from DIR's ``users.json``,
+``orders.json`` and ``products.json`` and never copied into this project) gets three
+tools, each in two forms that do the same thing:
+
+- ``get_order_details``: a ``get`` op / ``world.get``;
+- ``list_user_orders``: a ``list`` op with ``where`` / ``world.list(where=...)``;
+- ``cancel_pending_order``: two ``checks`` and an ``update`` op / ``world.get``, a
+  ``ToolError`` and ``world.update``.
+
+Tasks replayed by the reference agent with the scripted user, in-process
+(``arun_trial``), the domains interleaved round by round (``bench_world.run_rounds``):
+``cancel`` (3 calls: look up, list, cancel) and ``lookups`` (30 calls: 10 rounds of the
+same three, cancelling a delivered order, a tool error). Printed: the median trial
+time of each, the time per call of ``lookups`` (its trial time over its 30 calls), and
+the ratio handler / declarative. Then the handler domain with its ``orders`` table
+padded to 100 and to 100,000 rows (the rows the tasks read are the same at both sizes):
+the median trial time of each task and the ratio big / small (target: at most 1.1).
+
+    python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench_world import load, median_trial, ms, run_rounds
+
+import pytest_sandtable as st
+
+HANDLERS = '''\
+"""The handler forms of the benchmark's tools."""
+
+from pytest_sandtable import ToolError
+
+
+def get_order_details(args, world, ctx):
+    order = world.get("orders", args["order_id"])
+    if order is None:
+        raise ToolError(404, "orders " + args["order_id"] + " not found")
+    return order
+
+
+def list_user_orders(args, world, ctx):
+    return world.list("orders", where={"user_id": args["user_id"]})
+
+
+def cancel_pending_order(args, world, ctx):
+    order = world.get("orders", args["order_id"])
+    if order is None:
+        raise ToolError(404, "no order " + args["order_id"])
+    if order["status"] != "pending":
+        raise ToolError(409, "order " + args["order_id"] + " is not pending")
+    return world.update("orders", args["order_id"], {"status": "cancelled", "cancel_reason": args["reason"]})
+'''
+
+DECLARATIVE_TOOLS = """\
+  - name: get_order_details
+    params: { order_id: { type: string } }
+    ops: [{ get: { table: orders, key: $order_id } }]
+  - name: list_user_orders
+    params: { user_id: { type: string } }
+    ops: [{ list: { table: orders, where: { user_id: $user_id } } }]
+  - name: cancel_pending_order
+    params: { order_id: { type: string }, reason: { type: string } }
+    checks:
+      - { require: { table: orders, key: $order_id }, error: 404, message: "no order {order_id}" }
+      - { require: { table: orders, key: $order_id, where: { status: pending } },
+          error: 409, message: "order {order_id} is not pending" }
+    ops:
+      - update: { table: orders, key: $order_id, set: { status: cancelled, cancel_reason: $reason } }
+"""
+
+HANDLER_TOOLS = """\
+  - name: get_order_details
+    params: { order_id: { type: string } }
+    handler: bench_retail_handlers:get_order_details
+  - name: list_user_orders
+    params: { user_id: { type: string } }
+    handler: bench_retail_handlers:list_user_orders
+  - name: cancel_pending_order
+    params: { order_id: { type: string }, reason: { type: string } }
+    handler: bench_retail_handlers:cancel_pending_order
+"""
+
+
+def _rows(table: dict[str, Any], key: str) -> str:
+    """JSON is YAML flow style: one row per line."""
+    return "\n".join("      - " + json.dumps({key: k, **{f: x for f, x in v.items() if f != key}}, ensure_ascii=False)
+                     for k, v in table.items())
+
+
+def generated_world(orders: int) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Fictional users, orders and products: user u0 has the same four orders (two
+    pending, two delivered) at every size; the padding belongs to other users."""
+    products = {f"P{i}": {"name": f"Product {i}", "price": 10.0 + i} for i in range(50)}
+    users = {f"u{i}": {"name": f"User {i}", "email": f"user{i}@example.test"} for i in range(max(2, orders // 4))}
+    table: dict[str, Any] = {}
+    for i in range(orders):
+        mine = i < 4
+        table[f"#O{i:07d}"] = {
+            "user_id": "u0" if mine else f"u{1 + i % (len(users) - 1)}",
+            "status": ("pending", "delivered")[i % 2] if mine else ("pending", "delivered", "processed")[i % 3],
+            "items": [{"product_id": f"P{i % 50}", "price": 10.0 + i % 50}],
+        }
+    return users, table, products
+
+
+def tau_world(data_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    def read(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((data_dir / name).read_text(encoding="utf-8"))
+        return data
+
+    return read("users.json"), read("orders.json"), read("products.json")
+
+
+def domain_text(name: str, tools: str, world: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]) -> str:
+    users, orders, products = world
+    ordered = sorted(orders.items())
+    pending = next(k for k, o in ordered if o["status"] == "pending")
+    delivered = next(k for k, o in ordered if o["status"] == "delivered")
+    user = orders[pending]["user_id"]
+    q = json.dumps
+    look = (f"      - {{ call: get_order_details, args: {{ order_id: {q(delivered)} }} }}\n"
+            f"      - {{ call: list_user_orders, args: {{ user_id: {q(user)} }} }}\n"
+            f"      - {{ call: cancel_pending_order, args: {{ order_id: {q(delivered)}, reason: mistake }} }}\n")
+    return f"""\
+version: 1
+name: {name}
+policy: Only pending orders can be cancelled.
+world:
+  users:
+    key: user_id
+    rows:
+{_rows(users, "user_id")}
+  orders:
+    key: order_id
+    rows:
+{_rows(orders, "order_id")}
+  products:
+    key: product_id
+    rows:
+{_rows(products, "product_id")}
+tools:
+{tools}
+tasks:
+  - id: cancel
+    user: {{ opening: {q(f"Please cancel {pending}.")} }}
+    expect:
+      state: [{{ table: orders, key: {q(pending)}, fields: {{ status: cancelled }} }}]
+    reference:
+      - {{ call: get_order_details, args: {{ order_id: {q(pending)} }} }}
+      - {{ call: list_user_orders, args: {{ user_id: {q(user)} }} }}
+      - {{ call: cancel_pending_order, args: {{ order_id: {q(pending)}, reason: no longer needed }} }}
+      - say: Cancelled.
+  - id: lookups
+    user: {{ opening: {q(f"Cancel {delivered}?")} }}
+    expect:
+      state: [{{ table: orders, key: {q(delivered)}, fields: {{ status: delivered }} }}]
+    reference:
+{look * 10}      - say: It was delivered, so it cannot be cancelled.
+"""
+
+
+EXPECTED = {"cancel": "passed", "lookups": "passed"}
+LOOKUP_CALLS = 30
+
+
+def forms(folder: Path, world: tuple[dict[str, Any], dict[str, Any], dict[str, Any]], reps: int, label: str) -> None:
+    domains = {name: load(domain_text(name, tools, world), folder, f"{label}-{name}")[0]
+               for name, tools in (("declarative", DECLARATIVE_TOOLS), ("handler", HANDLER_TOOLS))}
+    res = run_rounds(domains, EXPECTED, reps)
+    print(f"{label}: the same tools as ops and as handlers ({len(world[1]):,} orders)")
+    print(f"  {'':<32}{'declarative ms':>16}{'handler ms':>14}{'ratio':>8}")
+    for task in EXPECTED:
+        d, h = (median_trial({task: res[n]["times"][task]}) for n in ("declarative", "handler"))
+        print(f"  {'median trial, ' + task:<32}{ms(d):>16}{ms(h):>14}{h / d:>8.2f}")
+    d, h = (median_trial({"lookups": res[n]["times"]["lookups"]}) / LOOKUP_CALLS for n in ("declarative", "handler"))
+    print(f"  {'per call (lookups / 30 calls)':<32}{ms(d):>16}{ms(h):>14}{h / d:>8.2f}")
+    print(f"  {reps} rounds; first trials excluded")
+
+
+def sizes(folder: Path, small: int, big: int, reps: int) -> None:
+    domains, load_s = {}, {}
+    for n in (small, big):
+        name = f"rows-{n}"
+        domains[name], load_s[name] = load(domain_text(name, HANDLER_TOOLS, generated_world(n)), folder, name)
+    res = run_rounds(domains, EXPECTED, reps)
+    a, b = (f"rows-{n}" for n in (small, big))
+    print(f"handler domain: {small:,} against {big:,} orders")
+    print(f"  {'':<32}{f'{small:,} rows ms':>16}{f'{big:,} rows ms':>18}{'ratio':>8}")
+    for task in EXPECTED:
+        x, y = (median_trial({task: res[n]["times"][task]}) for n in (a, b))
+        print(f"  {'median trial, ' + task:<32}{ms(x):>16}{ms(y):>18}{y / x:>8.2f}")
+    x, y = (sum(median_trial({t: res[n]["times"][t]}) for t in EXPECTED) for n in (a, b))
+    print(f"  {'both tasks (sum of medians)':<32}{ms(x):>16}{ms(y):>18}{y / x:>8.2f}")
+    print(f"  load s: {load_s[a]:.2f} and {load_s[b]:.2f}; {reps} rounds; first trials excluded")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--small", type=int, default=100, help="orders of the small handler domain")
+    ap.add_argument("--big", type=int, default=100_000, help="orders of the big handler domain")
+    ap.add_argument("--reps", type=int, default=200, help="rounds of every task per domain")
+    ap.add_argument("--tau-retail", type=Path, help="τ-bench's retail data folder (users.json, orders.json, ...)")
+    args = ap.parse_args()
+    print(f"pytest-sandtable {st.__version__}, Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "bench_retail_handlers.py").write_text(HANDLERS, encoding="utf-8")
+        world = tau_world(args.tau_retail) if args.tau_retail else generated_world(1000)
+        forms(folder, world, args.reps, "tau-retail" if args.tau_retail else "generated")
+        if args.big != args.small:
+            sizes(folder, args.small, args.big, args.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""Python handlers and the simulated clock, as a domain file names them (docs/handlers.md).
+
+A tool may say ``handler: module:function`` in place of ``ops``. The module is imported
+while the file is loaded (so a handler that cannot be imported is a problem with a line,
+like any other, never a traceback during a run), with the domain file's folder searched
+first: ``DIR/sandtable.yaml`` and ``DIR/my_handlers.py`` work with nothing on
+``sys.path``. Importing it runs its code: a domain with handlers is code, like a
+``conftest.py``.
+
+The model keeps only the ``module:function`` text (a built domain is pickled by
+:mod:`.cache`, whose unpickler resolves nothing but model classes); the engine resolves
+it with :func:`resolve_handler`, once per process (an xdist worker that took the domain
+from the cache imports the module on its first call).
+
+``clock: {now: ...}`` (top level, or per task) says where the clock handlers read
+starts: an ISO 8601 date and time with an offset or ``Z``. A time without an offset
+is refused: which zone it meant is a guess, and a guess makes results depend on the
+machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from datetime import datetime
+from typing import Any
+
+from .errors import PathTuple, Problem
+from .model import Domain
+from .wording import clip, found, show, unknown
+from .yaml_reader import Document
+
+__all__ = [
+    "DEFAULT_NOW",
+    "HandlerImportError",
+    "attach",
+    "clock_now",
+    "handler_folder",
+    "handler_problems",
+    "resolve_handler",
+]
+
+DEFAULT_NOW = "2025-01-01T00:00:00+00:00"
+"""Where the simulated clock starts when neither the domain nor the task sets it."""
+
+# `module:function`: a dotted module name, a colon, a (possibly dotted) attribute
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SPEC = re.compile(rf"^{_NAME}(?:\.{_NAME})*:{_NAME}(?:\.{_NAME})*$")
+
+HANDLER_ARGS = ("args", "world", "ctx")
+
+
+class HandlerImportError(Exception):
+    """A ``handler`` that cannot be resolved: its text says why, for a person."""
+
+
+# --------------------------------------------------------------------------- the clock
+
+
+def parse_clock(value: Any) -> tuple[str | None, str | None]:
+    """``clock.now`` as the model keeps it (ISO 8601 text with an offset), or why not.
+
+    The YAML reader keeps a timestamp as the text written (quoted or not); a ``datetime``
+    is taken too, for data built another way. Either needs an offset: without one, the
+    zone is a guess that would make a trial's results depend on the machine."""
+    expected = 'expected an ISO 8601 date and time with an offset or Z, such as "2024-05-15T15:00:00+00:00"'
+    if isinstance(value, datetime):
+        when = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):  # Python 3.10's fromisoformat does not read Z
+            text = text[:-1] + "+00:00"
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            return None, f"{found(value)}, {expected}"
+        if "T" not in value.upper() and " " not in value.strip():  # a date alone
+            return None, f"{found(value)} (a date without a time), {expected}"
+    else:
+        return None, f"{found(value)}, {expected}"
+    if when.tzinfo is None or when.utcoffset() is None:
+        shown = found(value if isinstance(value, str) else when.isoformat())
+        return None, f"{shown} (a time without an offset), {expected}"
+    return when.isoformat(), None
+
+
+def clock_now(domain_now: str | None, task_now: str | None) -> datetime:
+    """Where a trial's simulated clock starts: the task's, else the domain's, else the default."""
+    return datetime.fromisoformat(task_now or domain_now or DEFAULT_NOW)
+
+
+# --------------------------------------------------------------------------- resolving handlers
+
+
+_LOCK = threading.Lock()
+# (folder, spec) -> the function; only successes are kept (a fixed file is tried again)
+_RESOLVED: dict[tuple[str | None, str], Callable[..., Any]] = {}
+
+
+def handler_folder(filename: str | None) -> str | None:
+    """The folder searched first for a domain file's handler modules (None: ``sys.path`` only,
+    for a domain loaded from text)."""
+    if not filename or not os.path.isfile(filename):
+        return None
+    return os.path.dirname(os.path.abspath(filename))
+
+
+def resolve_handler(spec: str, folder: str | None) -> Callable[..., Any]:
+    """The function ``spec`` (``module:function``) names, imported with ``folder``
+    searched first; cached per process. Raises :class:`HandlerImportError`."""
+    hit = _RESOLVED.get((folder, spec))
+    if hit is not None:
+        return hit
+    with _LOCK:
+        fn = _resolve(spec, folder)
+        _RESOLVED[(folder, spec)] = fn
+    return fn
+
+
+def _resolve(spec: str, folder: str | None) -> Callable[..., Any]:
+    if not _SPEC.match(spec):
+        raise HandlerImportError(f"expected module:function, such as my_handlers:refund, got {show(spec)}")
+    mod_name, _, attr = spec.partition(":")
+    module = _import(mod_name, spec, folder)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            known = [n for n, v in vars(obj).items() if callable(v) and not n.startswith("_")]
+            raise HandlerImportError(unknown("function", part, sorted(known), f"in module '{clip(mod_name)}'"))
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise HandlerImportError(f"handler '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
+    _check_signature(obj, spec)
+    return obj  # type: ignore[no-any-return]
+
+
+def _check_signature(fn: Callable[..., Any], spec: str) -> None:
+    """A handler is called as ``fn(args, world, ctx)``: one that cannot take that is a
+    problem now, not a TypeError in every trial."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise HandlerImportError(
+            f"handler '{clip(spec)}' is an async function; handlers are called synchronously, "
+            "so make it a plain def"
+        )
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature to read
+        return
+    try:
+        sig.bind(None, None, None)
+    except TypeError:
+        raise HandlerImportError(
+            f"handler '{clip(spec)}' takes {clip(str(sig))}, expected a function called as "
+            f"function({', '.join(HANDLER_ARGS)})"
+        ) from None
+
+
+def _import(mod_name: str, spec: str, folder: str | None) -> Any:
+    """Import ``mod_name`` with ``folder`` first on ``sys.path`` while it imports (the
+    folder is not left there: what a handler module imports, it imports at its top)."""
+    top = mod_name.split(".", 1)[0]
+    _check_not_shadowed(top, mod_name, folder)
+    added = folder is not None and folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)  # type: ignore[arg-type]
+    try:
+        importlib.invalidate_caches()  # a module written since the last import (an importer's output)
+        return importlib.import_module(mod_name)
+    except SyntaxError as e:
+        where = f" ({_shown_path(e.filename or '?', folder)}, line {e.lineno})" if e.lineno else ""
+        raise HandlerImportError(
+            f"module '{clip(mod_name)}' of handler '{clip(spec)}' has a syntax error: {e.msg}{where}"
+        ) from None
+    except ModuleNotFoundError as e:
+        if e.name is not None and (mod_name == e.name or mod_name.startswith(e.name + ".")):
+            looked = f"the domain file's folder {folder}, then sys.path" if folder else "sys.path"
+            raise HandlerImportError(
+                f"cannot import module '{clip(mod_name)}' of handler '{clip(spec)}': no module named "
+                f"'{clip(e.name)}' (looked in {looked})"
+            ) from None
+        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder)) from None
+    except Exception as e:
+        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder)) from None
+    finally:
+        if added:
+            with suppress(ValueError):  # the module took it off itself
+                sys.path.remove(folder)  # type: ignore[arg-type]
+
+
+def _check_not_shadowed(top: str, mod_name: str, folder: str | None) -> None:
+    """A module of the same name imported from elsewhere (another domain's handlers, or a
+    module of Python's own) would be used in place of the domain folder's: say so."""
+    if folder is None or top not in sys.modules:
+        return
+    here = [os.path.join(folder, top + ".py"), os.path.join(folder, top, "__init__.py")]
+    if not any(os.path.isfile(p) for p in here):
+        return
+    loaded = getattr(sys.modules[top], "__file__", None)
+    if loaded is not None and os.path.dirname(os.path.abspath(loaded)) in (folder, os.path.join(folder, top)):
+        return
+    raise HandlerImportError(
+        f"module '{clip(top)}' is already imported from {loaded or 'a built-in module'}, so the domain "
+        f"file's {os.path.basename(here[0]) if os.path.isfile(here[0]) else top + '/'} cannot be; "
+        f"give the handler module a name of its own"
+    )
+
+
+def _raised_on_import(e: BaseException, mod_name: str, spec: str, folder: str | None) -> str:
+    """``importing module 'm' of handler 'm:f' raised KeyError: 'x' (m.py, line 3)``."""
+    frames = traceback.extract_tb(e.__traceback__)
+    last = frames[-1] if frames else None
+    where = f" ({_shown_path(last.filename, folder)}, line {last.lineno})" if last else ""
+    try:
+        message = str(e)
+    except Exception:
+        message = "(its message could not be read)"
+    text = f"{type(e).__name__}: {message}" if message else type(e).__name__
+    return f"importing module '{clip(mod_name)}' of handler '{clip(spec)}' raised {clip(text, 300)}{where}"
+
+
+def _shown_path(path: str, folder: str | None) -> str:
+    """A path relative to the domain file's folder when it is inside it."""
+    if folder is not None:
+        full = os.path.abspath(path)
+        if full.startswith(folder + os.sep):
+            return full[len(folder) + 1 :]
+    return path
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def attach(domain: Domain, data: dict[str, Any]) -> None:
+    """Give a built domain its handlers and clocks (``data`` has no problems)."""
+    for t in data.get("tools", []):
+        if "handler" in t:
+            domain.tools[t["name"]].handler = t["handler"]
+    domain.clock_now = _clock_text(data)
+    for task, t in zip(domain.tasks, data.get("tasks", [])):
+        task.clock_now = _clock_text(t)
+
+
+def _clock_text(owner: dict[str, Any]) -> str | None:
+    clock = owner.get("clock")
+    return parse_clock(clock["now"])[0] if isinstance(clock, dict) else None
+
+
+# --------------------------------------------------------------------------- checking a document
+
+
+def handler_problems(doc: Document) -> list[Problem]:
+    """The problems of a document's ``handler`` and ``clock`` entries (the schema has
+    checked their shape; this reads the data warily, as :mod:`.check` does)."""
+    data = doc.data if isinstance(doc.data, dict) else {}
+    folder = handler_folder(doc.filename)
+    problems = [doc.problem(path, msg) for path, msg in _clock_problems(data)]
+    for path, spec in _handlers(data):
+        try:
+            resolve_handler(spec, folder)
+        except HandlerImportError as e:
+            problems.append(doc.problem(path, str(e)))
+    return problems
+
+
+def _handlers(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
+    tools = data.get("tools")
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        if isinstance(tool, dict) and isinstance(tool.get("handler"), str) and tool["handler"]:
+            yield ("tools", i, "handler"), tool["handler"]
+
+
+def _clock_problems(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
+    tasks = data.get("tasks")
+    owners: list[tuple[PathTuple, Any]] = [((), data)]
+    owners += [(("tasks", i), t) for i, t in enumerate(tasks if isinstance(tasks, list) else [])]
+    for path, owner in owners:
+        clock = owner.get("clock") if isinstance(owner, dict) else None
+        if isinstance(clock, dict) and "now" in clock:
+            message = parse_clock(clock["now"])[1]
+            if message is not None:
+                yield (*path, "clock", "now"), message

@@ -1,0 +1,311 @@
+"""Running a ``handler:`` tool: a Python function in place of the declarative ops.
+
+The function is called as ``function(args, world, ctx)`` (docs/handlers.md):
+
+- ``args``: the call's validated, coerced arguments (a copy: the call log keeps its own);
+- ``world``: a :class:`WorldHandle`, whose writes go through the trial's
+  :class:`~.world.World` like the ops' writes do, so the diff, the grading and the rules
+  see them; all the writes of one call stay, or (when the handler raises) none;
+- ``ctx``: a :class:`HandlerContext`: the trial's seed, a seeded ``random.Random``, the
+  simulated clock (never wall time: results must not depend on when a trial ran).
+
+It returns the tool's result (a JSON value) or raises :class:`ToolError` (a tool error
+the agent sees). Anything else it raises is a bug of the domain: :class:`HandlerBug`,
+which errors the trial with the handler's traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
+from ..domain.model import Domain, Task, Tool
+from ..domain.wording import clip, quoted
+from .api import ToolResult
+from .invoke import agent_traceback
+from .world import Conflict, NotFound, World, copy_row, norm_key
+
+__all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler"]
+
+
+class ToolError(Exception):
+    """Raised by a handler: the call fails with this status and message, as a failing
+    ``checks`` entry would (the agent sees both); the call's writes are undone."""
+
+    def __init__(self, status: int, message: str) -> None:
+        if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
+            raise ValueError(f"ToolError status must be an integer from 400 to 599, got {status!r}")
+        super().__init__(status, message)
+        self.status = status
+        self.message = str(message)
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+
+class HandlerBug(Exception):
+    """A handler raised something other than :class:`ToolError`, returned what is not a
+    JSON value, or could not be imported: the domain's bug, which errors the trial. Its
+    text is the trial's reason (with the handler's traceback, when it raised)."""
+
+
+class HandlerState:
+    """What a trial's handlers share across its calls: the seed, one ``random.Random``
+    and the simulated clock. Built with every trial, so it costs nothing until a handler
+    runs (the clock and the generator are made on first use)."""
+
+    def __init__(self, domain: Domain, task: Task, seed: int) -> None:
+        self.domain = domain
+        self.task = task
+        self.seed = seed
+        self._random: random.Random | None = None
+        self._now: datetime | None = None
+        self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
+
+    @property
+    def random(self) -> random.Random:
+        if self._random is None:
+            self._random = random.Random(self.seed)
+        return self._random
+
+    @property
+    def now(self) -> datetime:
+        if self._now is None:
+            self._now = clock_now(self.domain.clock_now, self.task.clock_now)
+        return self._now
+
+    def function(self, tool: Tool) -> Any:
+        """The tool's handler function, looked up once per trial (resolved once per process)."""
+        fn = self._functions.get(tool.name)
+        if fn is None:
+            fn = self._functions[tool.name] = _function(tool, self.domain)
+        return fn
+
+    def advance(self, seconds: float) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            raise ValueError(f"ctx.advance(seconds) takes a number of seconds, got {seconds!r}")
+        if seconds < 0:
+            raise ValueError(f"ctx.advance(seconds) only moves the clock forward, got {seconds!r}")
+        self._now = self.now + timedelta(seconds=seconds)
+
+
+class HandlerContext:
+    """The ``ctx`` of one handler call. ``seed`` is the trial's; ``random`` is a
+    ``random.Random(seed)`` shared by the trial's handler calls in order (so the same
+    seed and the same calls give the same values); ``now`` is the simulated clock (a
+    timezone-aware ``datetime``), which :meth:`advance` moves for the rest of the trial;
+    ``tool`` and ``call_index`` (0-based, as in the call log) name this call."""
+
+    def __init__(self, state: HandlerState, tool: str, call_index: int) -> None:
+        self._state = state
+        self.tool = tool
+        self.call_index = call_index
+
+    @property
+    def seed(self) -> int:
+        return self._state.seed
+
+    @property
+    def random(self) -> random.Random:
+        return self._state.random
+
+    @property
+    def now(self) -> datetime:
+        return self._state.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the simulated clock forward by ``seconds`` (for the rest of the trial)."""
+        self._state.advance(seconds)
+
+    def __repr__(self) -> str:
+        return f"HandlerContext(tool={self.tool!r}, call_index={self.call_index}, now={self.now.isoformat()})"
+
+
+class WorldHandle:
+    """A handler's view of the trial's world. Rows it returns are copies (changing them
+    changes nothing); its writes are the world's recorded writes, as the ops' are. A
+    missing key on ``update`` or ``delete`` raises ``ToolError(404, ...)``, creating a
+    key that exists ``ToolError(409, ...)``, as the ops' would."""
+
+    def __init__(self, world: World, domain: Domain) -> None:
+        self._world = world
+        self._domain = domain
+
+    def _table(self, table: Any) -> str:
+        if not isinstance(table, str) or table not in self._domain.tables:
+            raise ValueError(f"unknown table {table!r}; the tables are {quoted(self._domain.tables)}")
+        return table
+
+    def get(self, table: str, key: Any) -> dict[str, Any] | None:
+        """The row with this key (a copy), or None."""
+        row = self._world.get(self._table(table), key)
+        return _row_copy(row) if row is not None else None
+
+    def list(
+        self, table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The rows matching ``where`` (field -> value, or an operator object such as
+        ``{"gte": 3}``, as in the spec), in table order, at most ``limit`` of them."""
+        if where is not None and not isinstance(where, Mapping):
+            raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
+        rows = self._world.select(self._table(table), dict(where or {}), limit=limit)
+        return [_row_copy(r) for r in rows]
+
+    def create(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
+        name = self._table(table)
+        if not isinstance(row, Mapping):
+            raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
+        row = _written(row, f"world.create({name!r}, row)", "row")
+        try:
+            return _row_copy(self._world.create(name, row))
+        except Conflict as e:
+            raise ToolError(409, str(e)) from None
+
+    def update(self, table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace whole fields of the row with this key; the row as updated."""
+        name = self._table(table)
+        if not isinstance(values, Mapping):
+            raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
+        values = _written(values, f"world.update({name!r}, key, values)", "values")
+        field = self._domain.tables[name].key
+        if field in values and _key_text(values[field]) != _key_text(key):
+            raise ValueError(f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
+        try:
+            return _row_copy(self._world.update(name, key, values))
+        except NotFound as e:
+            raise ToolError(404, str(e)) from None
+
+    def delete(self, table: str, key: Any) -> dict[str, Any]:
+        """Delete the row with this key; the row as it was."""
+        name = self._table(table)
+        try:
+            return self._world.delete(name, key)
+        except NotFound as e:
+            raise ToolError(404, str(e)) from None
+
+
+def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
+    """What a handler writes, copied: JSON values only, since the diff, results.json and
+    the grading read them (a ``datetime`` is written as ``ctx.now.isoformat()``)."""
+    try:
+        copied: dict[str, Any] = _json_copy(values)
+    except _NotJson as e:
+        raise ValueError(f"{call}: {e.what} at {arg}{''.join(reversed(e.path))}, expected a JSON value") from None
+    return copied
+
+
+def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row for a handler: a fresh copy, made by the JSON walk (faster than deepcopy on
+    nested rows); a seed row holding what JSON cannot (YAML's .nan) is copied as it is."""
+    try:
+        copied: dict[str, Any] = _json_copy(row)
+    except _NotJson:
+        return copy_row(row)
+    return copied
+
+
+def _key_text(key: Any) -> str:
+    return str(norm_key(key))
+
+
+def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:
+    """Call the tool's handler: its result, or the tool error it raised, with its writes
+    kept or (on any raise) undone. Raises :class:`HandlerBug` for the domain's bugs."""
+    fn = state.function(tool)
+    sp = world.savepoint()
+    try:
+        value = fn(copy_row(args), WorldHandle(world, state.domain), HandlerContext(state, tool.name, index))
+    except ToolError as e:
+        world.rollback(sp)
+        return ToolResult(False, error=e.status, message=e.message)
+    except (Exception, SystemExit) as e:  # the handler's own bug: the domain's, not the agent's
+        world.rollback(sp)
+        raise HandlerBug(_raised(tool, e)) from None
+    try:
+        return ToolResult(True, value=_json_copy(value))
+    except _NotJson as e:
+        world.rollback(sp)
+        raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
+
+
+def _function(tool: Tool, domain: Domain) -> Any:
+    """The handler's function (imported on this process's first call, when the domain
+    came from the cache and was not checked here)."""
+    assert tool.handler is not None
+    try:
+        return resolve_handler(tool.handler, handler_folder(domain.path))
+    except HandlerImportError as e:
+        raise HandlerBug(f"its handler {tool.handler} could not be loaded: {e}") from None
+
+
+def _raised(tool: Tool, e: BaseException) -> str:
+    """``its handler m:f raised KeyError: 'x'`` and the handler's frames."""
+    try:
+        message = str(e)
+    except Exception:
+        message = "(its message could not be read)"
+    head = f"{type(e).__name__}: {clip(message, 300)}" if message else type(e).__name__
+    return f"its handler {tool.handler} raised {head}\nTraceback (most recent call last):\n{agent_traceback(e)}"
+
+
+class _NotJson(Exception):
+    """A handler's result holds what results.json cannot: what, and where (the path is
+    filled in on the way up, so a result that is JSON pays for no path at all)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+        self.path: list[str] = []
+
+    def __str__(self) -> str:
+        return f"{self.what} at result{''.join(reversed(self.path))}"
+
+
+_MAX_DEPTH = 64
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _json_copy(value: Any, depth: int = 0) -> Any:
+    """A copy of a handler's result that shares nothing with it (the handler may keep and
+    change what it returned), or :class:`_NotJson` naming the first value JSON cannot hold.
+    Called once per handler call on what are mostly rows: plain values are taken as they
+    are, without a test per type."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is float or isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NotJson(repr(float(value)))
+        return float(value)
+    if isinstance(value, int):  # an int subclass (not bool, which is plain)
+        return int(value)
+    if depth >= _MAX_DEPTH:
+        raise _NotJson(f"values nested more than {_MAX_DEPTH} levels")
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotJson(f"the key {k!r} ({type(k).__name__}, not a string)")
+            try:
+                out[k] = v if type(v) in _PLAIN else _json_copy(v, depth + 1)
+            except _NotJson as e:
+                e.path.append(f".{k}")
+                raise
+        return out
+    if isinstance(value, (list, tuple)):
+        items: list[Any] = []
+        for i, v in enumerate(value):
+            try:
+                items.append(v if type(v) in _PLAIN else _json_copy(v, depth + 1))
+            except _NotJson as e:
+                e.path.append(f"[{i}]")
+                raise
+        return items
+    raise _NotJson(f"a {t.__name__}")

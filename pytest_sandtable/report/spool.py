@@ -1,0 +1,212 @@
+"""Trials kept on disk as they finish, so that a run's memory does not grow with its
+trials' transcripts.
+
+The recorder (``plugin/artifacts.py``) hands every finished trial to a :class:`TrialSpool`,
+which keeps two things of it:
+
+- **on disk**, the trial as results.json stores it: within the size caps, secrets
+  redacted, encoded once by the C JSON encoder as one UTF-8 line, in an anonymous
+  temporary file (``tempfile.TemporaryFile``: on POSIX it has no name, so nothing is
+  left behind even when the process is killed) in the folder the run writes to;
+- **in memory**, what the summary, the gate and the terminal read
+  (:func:`summary_view`): the trial without its transcript, calls, violations, world
+  diff, passing checks and traceback, a few hundred bytes.
+
+At the end :meth:`TrialSpool.ordered` gives both in results.json's order: the light
+trials for :func:`~pytest_sandtable.report.summary.summarize`, and a
+:class:`SpooledTrials` sequence that reads the stored trials back one at a time (for
+report.html) or hands their lines over unparsed (for results.json).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any, overload
+
+from ..engine.results import TrialResult
+from .safe import encoded_trial, scrub_text, secret_values, shown_trial, utf8
+from .summary import trial_order_key
+from .types import StoredTrial
+
+__all__ = ["SpooledTrials", "TrialSpool", "spool_folder", "summary_view"]
+
+# what a light trial holds in place of what nothing reads: shared by all of them (20,000
+# trials would otherwise hold 80,000 empty lists), never mutated
+_NONE: list[Any] = []
+_NO_DIFF: dict[str, Any] = {"created": _NONE, "changed": _NONE}
+
+
+def summary_view(t: TrialResult) -> TrialResult:
+    """``t`` with only what the summary, the gate and the terminal read: no transcript,
+    calls, violations, diff or traceback, and of its checks the failed ones (failure
+    modes). What remains is small and bounded by the caps ``t`` is already within. Read
+    only: its empty lists are shared."""
+    failed = [c for c in t.checks if not c.passed]
+    return dataclasses.replace(t, transcript=_NONE, calls=_NONE, violations=_NONE, diff=_NO_DIFF, traceback=None,
+                               checks=failed or _NONE)
+
+
+@dataclasses.dataclass
+class _Entry:
+    light: TrialResult
+    offset: int  # where its line starts in the spool file
+    size: int  # bytes, without the newline
+
+
+class SpooledTrials(Sequence[StoredTrial]):
+    """The stored trials of a spool in results.json's order, read from disk when asked
+    for: ``len()``, iteration (one trial parsed at a time, any number of times) and
+    indexing. :meth:`lines` gives each trial's JSON line as written, unparsed."""
+
+    def __init__(self, spool: TrialSpool, entries: Sequence[_Entry]) -> None:
+        self._spool = spool
+        self._entries = list(entries)
+        self.secrets: Sequence[str] = spool.secrets  # redacted from every line already
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, i: int) -> StoredTrial: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[StoredTrial]: ...
+
+    def __getitem__(self, i: int | slice) -> StoredTrial | Sequence[StoredTrial]:
+        if isinstance(i, slice):
+            return SpooledTrials(self._spool, self._entries[i])
+        trial: StoredTrial = json.loads(self._spool.read(self._entries[i]))
+        return trial
+
+    def __iter__(self) -> Iterator[StoredTrial]:
+        for e in self._entries:
+            trial: StoredTrial = json.loads(self._spool.read(e))
+            yield trial
+
+    def lines(self) -> Iterator[bytes]:
+        """Each trial's JSON line (UTF-8, no newline), as the C encoder wrote it."""
+        for e in self._entries:
+            yield self._spool.read(e)
+
+
+class TrialSpool:
+    """Finished trials: stored on disk, summarised in memory (see the module docstring).
+
+    ``folder`` is where the anonymous spool file goes (created if needed; the system's
+    temporary folder when it cannot be, and memory when neither can hold a file).
+    ``secrets`` are redacted from every line (default: :func:`secret_values` now)."""
+
+    def __init__(self, folder: Path | None = None, secrets: Sequence[str] | None = None) -> None:
+        self.secrets = list(secret_values() if secrets is None else secrets)
+        self._file = _spool_file(folder)
+        self._end = 0
+        self._entries: list[_Entry] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add(self, t: TrialResult) -> None:
+        """Store one finished trial (bounded by the caps, secrets redacted) and keep its
+        light form."""
+        shown = shown_trial(t, self.secrets)
+        self._entries.append(self._append(shown))
+
+    def trials(self) -> list[TrialResult]:
+        """The light trials, in the order they were added."""
+        return [e.light for e in self._entries]
+
+    def rename_sides(self, renamed: Sequence[TrialResult]) -> None:
+        """Give the trials their agent and user as ``renamed`` (the light trials, in the
+        order of :meth:`trials`) names them: a trial that never reached its agent or user
+        names those the others used. Such a trial is stored again (rare, and small)."""
+        for i, (e, r) in enumerate(zip(self._entries, renamed, strict=True)):
+            if (e.light.agent, e.light.user) != (r.agent, r.user):
+                stored = TrialResult.from_dict(json.loads(self.read(e)))
+                self._entries[i] = self._append(dataclasses.replace(stored, agent=r.agent, user=r.user))
+
+    def ordered(self) -> tuple[list[TrialResult], SpooledTrials]:
+        """The light trials and the stored ones, both in results.json's stable order
+        (:func:`~pytest_sandtable.report.summary.order_trials`)."""
+        entries = sorted(self._entries, key=lambda e: trial_order_key(e.light))
+        return [e.light for e in entries], SpooledTrials(self, entries)
+
+    def read(self, e: _Entry) -> bytes:
+        self._file.seek(e.offset)
+        return self._file.read(e.size)
+
+    def close(self) -> None:
+        """Delete the spool file; the trials can no longer be read."""
+        self._file.close()
+
+    def _append(self, shown: TrialResult) -> _Entry:
+        _, line = encoded_trial(shown.to_dict(), self.secrets)
+        data = utf8(scrub_text(line, self.secrets))
+        try:
+            self._write(data)
+        except OSError:  # a full disk, a vanished folder: the run goes on, in memory
+            self._file = self._in_memory()
+            self._write(data)
+        entry = _Entry(summary_view(shown), self._end, len(data))
+        self._end += len(data) + 1
+        return entry
+
+    def _write(self, data: bytes) -> None:
+        """Write one line at the end (the file is unbuffered, so a full disk is found
+        now, at this trial, and what was written before stays readable)."""
+        self._file.seek(self._end)
+        view = memoryview(data + b"\n")
+        while view:
+            written = self._file.write(view)
+            if not written:  # never for a regular file, but it must not loop
+                raise OSError(errno.ENOSPC, "the spool file took nothing")
+            view = view[written:]
+
+    def _in_memory(self) -> IO[bytes]:
+        """The spool so far, moved to memory. Should the file not read back either, each
+        trial stored so far keeps its light form, with a note in ``error`` that the rest
+        of it was lost (its verdict, checks and usage still count)."""
+        old, memory = self._file, io.BytesIO()
+        lost: OSError | None = None
+        try:
+            old.seek(0)
+            memory.write(old.read(self._end))
+        except OSError as exc:
+            lost = exc
+        with contextlib.suppress(OSError):
+            old.close()
+        if lost is None:
+            return memory
+        entries, self._entries, self._end, self._file = self._entries, [], 0, memory
+        note = f"its transcript, calls and world diff were lost with the spool file ({lost.strerror or lost})"
+        for e in entries:
+            error = f"{e.light.error}; {note}" if e.light.error else note
+            self._entries.append(self._append(dataclasses.replace(e.light, error=error)))
+        return memory
+
+
+def _spool_file(folder: Path | None) -> IO[bytes]:
+    """An anonymous file for the spool: in ``folder``, else in the system's temporary
+    folder, else in memory (a run that cannot write a temporary file still finishes,
+    and says so when it writes its results)."""
+    for where in (folder, None):
+        try:
+            if where is not None:
+                where.mkdir(parents=True, exist_ok=True)
+            return tempfile.TemporaryFile(dir=where, prefix=".sandtable-spool-", suffix=".jsonl", buffering=0)
+        except OSError:
+            continue
+    return io.BytesIO()
+
+
+def spool_folder(out_dir: str | os.PathLike[str] | None, rootdir: str | os.PathLike[str]) -> Path:
+    """Where a run's spool goes: the folder results.json will go to when it is given,
+    else the folder the run folders are made in (``.sandtable/runs``)."""
+    return Path(out_dir) if out_dir is not None else Path(rootdir) / ".sandtable" / "runs"
