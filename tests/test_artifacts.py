@@ -401,7 +401,7 @@ def _good() -> dict[str, Any]:
                                       "column 26"),
         ([1, 2], "expected a JSON object at the top, got list"),
         ({"trials": []}, "no schema_version: this is not a pytest-sandtable results.json"),
-        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.2'"),
+        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.3'"),
         ({"schema_version": "2.0", "writer": {"name": "pytest-sandtable", "version": "9.0.0"}},
          f"written with results schema 2.0 by pytest-sandtable 9.0.0; this pytest-sandtable ({__version__}) reads "
          "schema 1.x only: upgrade pytest-sandtable to read it"),
@@ -429,7 +429,7 @@ def test_schema_problems_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ResultsError) as info:
         read_results(p)
     assert str(info.value) == (
-        f"{p}: does not match the results schema 1.2 (2 problems):\n"
+        f"{p}: does not match the results schema 1.3 (2 problems):\n"
         "  summary: 'pass_hat' is a required property\n"
         "  trials[0].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']"
     )

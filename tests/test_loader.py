@@ -682,3 +682,17 @@ def test_cli_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkey
 def test_cli_nonexistent_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "no/such/place"]) == 2
     assert capsys.readouterr().err == "error: no such file or folder: no/such/place\n"
+
+
+def test_world_matches_reference_needs_reference_calls() -> None:
+    text = edit(
+        "  - id: just-asking\n    user: { instructions: Ask what loads leave Atlanta. }\n",
+        "  - id: just-asking\n    user: { instructions: Ask what loads leave Atlanta. }\n"
+        "    expect: { world_matches_reference: true }\n",
+    )
+    assert problems(text) == [
+        "sandtable.yaml:112:15: tasks[1].expect.world_matches_reference: world_matches_reference needs the task's "
+        "`reference` (its calls make the expected world; `reference: []` when nothing should change)"
+    ]
+    assert load_domain_text(text.replace("world_matches_reference: true }", "world_matches_reference: true }\n"
+                                         "    reference: []"), "sandtable.yaml").task("just-asking").reference == []

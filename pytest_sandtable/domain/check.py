@@ -844,7 +844,20 @@ def _tasks(c: _Checker) -> None:
         _expect(c, _map(task.get("expect")), (*path, "expect"))
         for j, step in _items(task.get("reference")):
             _step(c, _map(step), (*path, "reference", j))
+        _reference_world(c, task, path)
         faults.check_task(c, task, path)
+
+
+def _reference_world(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
+    """`world_matches_reference` compares the final world with the one the reference
+    makes, so the task must say what its reference is: a reference without calls (only
+    replies, or `[]`) says the world must stay as it was; no `reference` at all is a
+    mistake, not a refusal task."""
+    if _map(task.get("expect")).get("world_matches_reference") is not True or "reference" in task:
+        return
+    c.add((*path, "expect", "world_matches_reference"),
+          "world_matches_reference needs the task's `reference` (its calls make the expected world; "
+          "`reference: []` when nothing should change)", at_key=True)
 
 
 def _task_tags(c: _Checker, task_tags: Any, declared: list[str] | None, path: PathTuple) -> None:
