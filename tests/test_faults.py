@@ -4,6 +4,7 @@ results.json, the failure text, lint and regrade."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -396,9 +397,40 @@ def test_latency_delays_a_threaded_agent_and_never_the_event_loop() -> None:
         "True True", {"fault": 1, "kind": None, "latency_ms": 300})
     assert result.latency[0] >= 0.3
     t0 = time.perf_counter()
-    reference = st.run_trial(domain, "book", st.ReferenceAgent(), st.ScriptedUser())  # inline, on the loop
+    reference = st.run_trial(domain, "book", st.ReferenceAgent(), st.ScriptedUser(), wait_latency=False)
     assert reference.calls[0]["fault"]["latency_ms"] == 300
-    assert time.perf_counter() - t0 < 0.3
+    assert time.perf_counter() - t0 < 0.3  # the engine's own replays (lint, attribution) never wait
+
+
+def test_latency_on_the_event_loop_is_awaited_and_holds_up_only_its_own_trial() -> None:
+    domain = desk("      - { tool: book_load, latency_ms: 500 }\n")
+    seen: list[float] = []
+
+    async def books(turn: st.Turn) -> str:  # an async agent: on the trial's loop
+        if turn.state.get("done"):
+            return "You're welcome."
+        turn.state["done"] = True
+        t0 = time.perf_counter()
+        r = await turn.acall_tool("book_load", {"load_id": "L-1"})
+        seen.append(time.perf_counter() - t0)
+        return f"booked: {r.ok}"
+
+    async def both() -> list[st.TrialResult]:
+        return list(await asyncio.gather(
+            st.arun_trial(domain, "book", books, st.ScriptedUser()),
+            st.arun_trial(domain, "book", st.ReferenceAgent(), st.ScriptedUser(), trial=2),
+        ))
+
+    t0 = time.perf_counter()
+    acalled, reference = asyncio.run(both())
+    wall = time.perf_counter() - t0
+    # acall_tool waits where the agent called; the reference's plain call_tool after its turn
+    assert seen[0] >= 0.5 and acalled.latency[0] >= 0.5 and reference.latency[0] >= 0.5
+    assert [c["fault"] for c in reference.calls if c["tool"] == "book_load"] == [
+        {"fault": 1, "kind": None, "latency_ms": 500}]
+    assert wall < 0.9  # the two waits overlap (one after the other would take 1 s): neither blocked the loop
+    assert (replies(acalled)[0], acalled.calls[0]["fault"]) == ("booked: True", {"fault": 1, "kind": None,
+                                                                                   "latency_ms": 500})
 
 
 # --------------------------------------------------------------------------- what model agents see

@@ -390,7 +390,7 @@ class ClaudeAgent:
             if tool_uses:  # whatever the stop reason says (some compatible servers say end_turn)
                 results = []
                 for b in tool_uses:
-                    r = turn.call_tool(b["name"], b["input"])
+                    r = await turn.acall_tool(b["name"], b["input"])
                     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": b["id"], "content": r.to_json()}
                     if not r.ok:
                         result["is_error"] = True

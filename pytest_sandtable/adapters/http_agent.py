@@ -92,7 +92,7 @@ class HttpStepAgent:
                 return reply
             results = []
             for call in answer["tool_calls"]:
-                r = turn.call_tool(call["name"], call.get("arguments"))
+                r = await turn.acall_tool(call["name"], call.get("arguments"))
                 results.append(tool_result_json(call["id"], call["name"], r))
         raise AgentError(f"http agent: no reply from {self.host} after {MAX_STEPS_PER_TURN} steps in one turn")
 

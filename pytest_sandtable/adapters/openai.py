@@ -431,7 +431,7 @@ class OpenAIAgent:
                 # null get "" instead (OpenAIChat remembers)
                 history.append({"role": "assistant", "content": text or None, "tool_calls": calls})
                 for c in calls:
-                    r = turn.call_tool(c["function"]["name"], tool_arguments(c["function"]["arguments"]))
+                    r = await turn.acall_tool(c["function"]["name"], tool_arguments(c["function"]["arguments"]))
                     history.append({"role": "tool", "tool_call_id": c["id"], "content": r.to_json()})
                 continue
             history.append({"role": "assistant", "content": text})

@@ -124,6 +124,9 @@ class Turn:
     trial: TrialInfo
     state: dict[str, Any]
     _call: Callable[[str, Any], ToolResult] = field(repr=False)
+    # waits out the latency faults (docs/spec.md, "Faults and events") of calls made on the
+    # trial's event loop; None outside a trial (a Turn built by hand)
+    _wait: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     usage: Usage = field(default_factory=Usage)
     # with --sandtable-serve, where this trial's world is served (docs/serve.md): the
     # REST routes' base (POST {tools_url}/<tool>) and the MCP endpoint; None otherwise
@@ -142,6 +145,17 @@ class Turn:
         an agent's ``except Exception`` lets through.
         """
         return self._call(name, arguments)
+
+    async def acall_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
+        """:meth:`call_tool` for an agent on the event loop (an ``async def`` agent): the same
+        call, then a task's ``latency_ms`` fault waited out with ``asyncio.sleep``, so the
+        agent meets the slow dependency where it called it without holding up the other
+        trials in flight. (``call_tool`` from the loop cannot wait; its latency is waited
+        after the turn.) From a thread, ``call_tool`` waits with ``time.sleep``."""
+        result = self._call(name, arguments)
+        if self._wait is not None:
+            await self._wait()
+        return result
 
     @property
     def last_user_message(self) -> str:

@@ -148,7 +148,7 @@ def _reference_findings(
     elif says > user_lines and not _reacts(task):
         found.append((ERROR, f"the reference has {_n(says, 'reply', 'replies')} but the scripted user says "
                              f"{_n(user_lines, 'line')} (opening and script), so it gets {_n(user_lines, 'turn')}"))
-    result = run_trial(domain, task, ReferenceAgent(), user)
+    result = run_trial(domain, task, ReferenceAgent(), user, wait_latency=False)
     if _reacts(task):
         found += _ended_early(result, says)
     if result.error:
@@ -263,7 +263,7 @@ def _silence_findings(domain: Domain, task: Task) -> list[tuple[str, str]]:
     e = task.expect
     if not (e.state or e.called or e.reply_includes or e.not_called or e.world_matches_reference):
         return [(WARNING, "has no expectations: any agent that breaks no rule passes it")]
-    if run_trial(domain, task, _silent_agent, ScriptedUser()).verdict != "passed":
+    if run_trial(domain, task, _silent_agent, ScriptedUser(), wait_latency=False).verdict != "passed":
         if task.expect_nothing:
             return [(NOTE, "fails when the agent does nothing, so `expect_nothing: true` changes nothing here")]
         return []

@@ -108,6 +108,11 @@ class _Trial:
         self.delay = 0.0
         # the thread of the trial's event loop, where a wait would hold up every trial in flight
         self.loop_thread = threading.get_ident()
+        # latency of calls made on the loop, not waited yet: `Turn.acall_tool` waits it out
+        # right after its call, and what a plain call_tool on the loop left is waited after the turn
+        self.owed = 0.0
+        # False for the engine's own replays (lint, attribution): latency_ms is recorded, not waited
+        self.wait_latency = True
         self.transcript: list[dict[str, Any]] = []
         self.violations: list[Violation] = []
         self.succeeded: list[tuple[str, Mapping[str, Any]]] = []
@@ -133,9 +138,18 @@ class _Trial:
             self.delay = 0.0
             result = self._call_tool(name, raw)
             delay = self.delay
-        if delay and threading.get_ident() != self.loop_thread:
-            time.sleep(delay)  # a fault's latency_ms, waited where it holds up only this trial's agent
+        if delay and self.wait_latency:
+            if threading.get_ident() != self.loop_thread:
+                time.sleep(delay)  # a fault's latency_ms, waited where it holds up only this trial's agent
+            else:  # on the loop a sleep would hold up every trial in flight: awaited instead
+                self.owed += delay
         return result
+
+    async def wait_owed(self) -> None:
+        """Wait out the latency faults of calls made on the event loop, without blocking it."""
+        owed, self.owed = self.owed, 0.0
+        if owed > 0:
+            await asyncio.sleep(owed)
 
     def served_call(self, name: str, raw: Any) -> ToolResult:
         """A call that came over the served world: :meth:`call_tool` itself, but a stop it
@@ -378,6 +392,7 @@ class _Dialogue:
             trial=t.info,
             state=self.agent_state,
             _call=t.call_tool,
+            _wait=t.wait_owed,
             usage=self.agent_usage,
             tools_url=t.tools_url,
             mcp_url=t.mcp_url,
@@ -386,6 +401,10 @@ class _Dialogue:
         try:
             reply = await invoke(self.agent, turn, self.deadline.left())
             t.raise_stop()  # a served call of this turn met a domain bug or the tool budget
+            # latency faults of calls an async agent made with call_tool on the loop: the turn
+            # takes that long, as it would have against the slow dependency
+            if t.owed:
+                await asyncio.wait_for(t.wait_owed(), self.deadline.left())
         except _DomainBug as e:
             self.error = str(e)
             self.ended_by = "domain_error"
@@ -506,17 +525,21 @@ async def arun_trial(
     trial_timeout: float | None = None,
     location: str = "",
     serve: ServeHook | None = None,
+    wait_latency: bool = True,
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
     agent's failures fail the trial with a `runtime` check; the simulated user's
     failures and domain bugs make it errored. A failed trial carries its likely owner
     (:mod:`.attribution`). With ``serve``, the trial's world is served while it runs
-    (``turn.tools_url`` / ``turn.mcp_url``); a world that cannot be served errors the trial."""
+    (``turn.tools_url`` / ``turn.mcp_url``); a world that cannot be served errors the trial.
+    ``wait_latency=False`` records a task's ``latency_ms`` faults without waiting them out
+    (the engine's own replays: lint, the reference replay of attribution)."""
     if isinstance(task, str):
         task = domain.task(task)
     result = await _graded_trial(
         domain, task, agent, user, trial=trial, k=k, run_seed=run_seed, agent_name=agent_name,
         user_name=user_name, trial_timeout=trial_timeout, location=location, serve=serve,
+        wait_latency=wait_latency,
     )
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
@@ -552,7 +575,7 @@ async def reference_trial(domain: Domain, task: Task) -> TrialResult | None:
     found: TrialResult | None = None
     if task.reference and (task.user.opening or task.user.script):
         replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), agent_name="reference",
-                                     user_name="scripted")
+                                     user_name="scripted", wait_latency=False)
         found = None if replay.verdict == ERRORED else replay
     _REFERENCES[(id(domain), task.id)] = (domain, found)
     return found
@@ -572,6 +595,7 @@ async def _graded_trial(
     trial_timeout: float | None = None,
     location: str = "",
     serve: ServeHook | None = None,
+    wait_latency: bool = True,
 ) -> TrialResult:
     """:func:`arun_trial` without the attribution (the reference replay is one of these)."""
     # The engine binds its own reference agent to the task, so this is a check of its class,
@@ -581,6 +605,7 @@ async def _graded_trial(
     deadline = Deadline(trial_timeout)
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
+    t.wait_latency = wait_latency
     talk = _Dialogue(t, agent, user, deadline)
     started = time.perf_counter()
 
