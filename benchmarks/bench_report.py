@@ -18,7 +18,14 @@ then, and the seconds to open one compressed passing trial (click its square in 
 tasks table until its transcript shows: its task's fold is listed, then its body
 decompressed). The page in full is opened too, with a 60 s limit.
 
+With ``--tasks N --k K`` the run has N tasks of K trials each (as
+``benchmarks/bench_big.py``'s 2,500 x 8): the freight example's tasks are run K times
+each for real, then their trial records are replicated under N task ids
+(``<task>~<n>``), so that the page has as many task sections, squares and folds as a
+run of N tasks. The share of the page's bytes each section takes is printed too.
+
     python benchmarks/bench_report.py [--trials 20000] [--flaw-rate 0.2] [--skip-full-open]
+    python benchmarks/bench_report.py --tasks 2500 --k 8 --skip-full-open
 """
 
 from __future__ import annotations
@@ -39,8 +46,12 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
                 "--disable-sync", "--no-first-run"]
 
 
-def run_trials(trials: int, flaw_rate: float) -> dict[str, Any]:
-    """The results document of ``trials`` real trials of the freight example."""
+def run_trials(trials: int, flaw_rate: float, tasks: int = 0, k: int = 0) -> dict[str, Any]:
+    """The results document of ``trials`` real trials of the freight example; with
+    ``tasks`` and ``k``, of ``tasks`` tasks of ``k`` trials, replicated from the
+    example's tasks run ``k`` times each."""
+    import dataclasses
+
     sys.path.insert(0, str(FREIGHT))
     from desk_agent import DeskAgent  # type: ignore[import-not-found]
 
@@ -48,18 +59,25 @@ def run_trials(trials: int, flaw_rate: float) -> dict[str, Any]:
     from pytest_sandtable.report.results_json import RunMeta, build_results
 
     domain = st.load_domain(FREIGHT / "sandtable.yaml")
-    k = -(-trials // len(domain.tasks))
+    if not (tasks and k):
+        k = -(-trials // len(domain.tasks))
     agent, user = DeskAgent(flaw_rate=flaw_rate), st.ScriptedUser()
     t0 = time.perf_counter()
     results = [st.run_trial(domain, task.id, agent, user, trial=i, k=k, agent_name="DeskAgent",
                             user_name="scripted", location=f"sandtable.yaml:{task.pos.line if task.pos else 0}")
                for task in domain.tasks for i in range(1, k + 1)]
     ran = time.perf_counter() - t0
+    if tasks and k:  # replicated under varied task ids: the page of a run of `tasks` tasks
+        real = results
+        results = [dataclasses.replace(r, task=f"{r.task}~{n}") for n in range(-(-tasks // len(domain.tasks)))
+                   for r in real][:tasks * k]
     meta = RunMeta(domains=[{"name": domain.name, "path": "sandtable.yaml", "sha256": domain.sha256}],
                    agent="DeskAgent", user="scripted", k=k, run_seed=0)
     doc = build_results(results, meta)
     failed = sum(r.verdict != "passed" for r in results)
-    print(f"{len(results):,} trials ({len(domain.tasks)} tasks x k={k}) run in {ran:.1f} s; "
+    n_tasks = len({r.task for r in results})
+    real_note = f" (replicated from {len(domain.tasks) * k:,} real trials)" if tasks and k else ""
+    print(f"{len(results):,} trials ({n_tasks:,} tasks x k={k}){real_note} run in {ran:.1f} s; "
           f"{failed:,} did not pass ({failed / len(results):.1%})")
     return dict(doc)
 
@@ -121,18 +139,37 @@ def open_times(path: Path, timeout_s: float, open_one: bool) -> str:
             browser.close()
 
 
+def shares(page: str) -> str:
+    """The bytes of the page's parts: each ``<section>`` of ``<main>``, the compressed
+    blocks by kind (a task's folded trials ``g``, trial bodies ``z``), and the rest."""
+    import re
+
+    parts: dict[str, int] = {}
+    for m in re.finditer(r'<section id="([a-z-]+)".*?</section>', page, re.S):
+        parts[f"section {m.group(1)}"] = parts.get(f"section {m.group(1)}", 0) + len(m.group(0))
+    for m in re.finditer(r'<script type="application/octet-stream" id="([a-z]+)[0-9]+">[^<]*</script>', page):
+        parts[f"blocks {m.group(1)}"] = parts.get(f"blocks {m.group(1)}", 0) + len(m.group(0))
+    parts["rest"] = len(page) - sum(parts.values())
+    counts = {kind: page.count(f'<script type="application/octet-stream" id="{kind}') for kind in "gz"}
+    return ", ".join(f"{name} {n / 1e6:.2f} MB ({n / len(page):.0%})" for name, n in parts.items()) + (
+        f"; {counts['g']:,} g blocks, {counts['z']:,} z blocks, {page.count('<'):,} tags")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20_000)
     ap.add_argument("--flaw-rate", type=float, default=0.2)
+    ap.add_argument("--tasks", type=int, default=0, help="tasks of the run (with --k): replicated trial records")
+    ap.add_argument("--k", type=int, default=0, help="trials a task (with --tasks)")
     ap.add_argument("--skip-full-open", action="store_true", help="do not open the page with every trial in full")
     args = ap.parse_args()
-    doc = run_trials(args.trials, args.flaw_rate)
+    doc = run_trials(args.trials, args.flaw_rate, args.tasks, args.k)
     with tempfile.TemporaryDirectory() as tmp:
         small, full = Path(tmp) / "report.html", Path(tmp) / "full.html"
         took = write(doc, small)
         size = small.stat().st_size
         print(f"report.html: {size / 1e6:.1f} MB, {took}")
+        print(f"  parts: {shares(small.read_text(encoding='utf-8'))}")
         print(f"  opened: {open_times(small, 60, open_one=True)}")
         took_full = write(doc, full, inline_limit=10**15)
         size_full = full.stat().st_size

@@ -410,3 +410,57 @@ def test_a_compressed_trial_opens_in_a_browser_and_its_markup_stays_text(compres
                 '"Stored compressed in this page: opening it needs JavaScript (results.json holds it in full)."')
         finally:
             browser.close()
+
+
+@needs_chromium
+def test_a_compressed_block_of_passing_tasks_opens_in_a_browser(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many tasks (here 3 count as many), the sections of the tasks that passed every
+    trial (not critical ones) are stored compressed, here one a fold; a link to one of
+    them, or to one of its trials, opens it."""
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed")
+    import pytest_sandtable.report.html as report_html
+
+    monkeypatch.setattr(report_html, "TASKS_INLINE", 2)
+    monkeypatch.setattr(report_html, "TASKS_PER_BLOCK", 1)
+    domain = load_domain_text(SHOP, "sandtable.yaml")
+    trials = [run_trial(domain, task.id, SlippingAgent(), ScriptedUser(), trial=i, k=6, location="sandtable.yaml:1")
+              for task in domain.tasks for i in range(1, 7)]
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": domain.sha256}],
+                   agent="reference", user="scripted", k=6, run_seed=0)
+    path = tmp_path / "report.html"
+    with path.open("w", encoding="utf-8") as fp:
+        write_report_html(build_results(trials, meta), fp, secrets=(), inline_limit=20_000)
+    html = path.read_text(encoding="utf-8")
+    # order-status in a fold; greet (flaky) and refund (critical) in full
+    assert html.count(' data-tasks="') == 1 and html.count('<div class="task" id=') == 2
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri())
+            assert page.locator("#headline").is_visible()
+            task = page.locator("table.tasks").get_by_role("link", name="order-status").get_attribute("href")
+            assert task is not None
+            no = task.removeprefix("#task-")
+            fold = page.locator(f'details[data-tasks="{no}-{no}"]')
+            assert fold.locator(":scope > summary").inner_text() == (
+                "1 task that passed every trial (order-status, 6 trials), stored compressed")
+            assert page.locator(task).count() == 0  # its section is not in the page until its fold opens
+            page.locator(f'a.dot[href="#trial-{no}-4"]').click()  # a square: the fold, then the trial, open
+            body = page.locator(f"#trial-{no}-4 .trial-body")
+            body.get_by_text("Your order O-1 has shipped.").wait_for(state="visible", timeout=10_000)
+            assert page.locator(task).is_visible() and page.locator(f"{task} details.trial").count() == 6
+            # opened again from its task's link in the tasks table
+            page.goto(path.as_uri())
+            assert page.locator(task).count() == 0
+            page.locator("table.tasks").get_by_role("link", name="order-status").click()
+            page.locator(f"{task} h3").wait_for(state="visible", timeout=10_000)
+            assert page.locator(f"{task} h3").inner_text() == "order-status"
+            assert errors == []
+        finally:
+            browser.close()

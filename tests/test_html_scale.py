@@ -315,3 +315,44 @@ def test_a_document_written_elsewhere_is_shown_within_the_caps() -> None:
     assert len(html) < 100_000
     assert f'<div class="text">{_clipped("w", "… [clipped: 1,048,576 characters]")}</div>' in html
     assert f"<b>t</b>(id=&quot;{_clipped('v', '… [clipped: 1,048,576 characters]')}&quot;)</code>" in html
+
+
+def test_with_many_tasks_the_sections_of_tasks_that_passed_every_trial_are_stored_compressed_together(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_sandtable.report.html as page
+
+    monkeypatch.setattr(page, "TASKS_INLINE", 3)  # 6 tasks count as many; 2 passing tasks' sections a block
+    monkeypatch.setattr(page, "TASKS_PER_BLOCK", 2)
+    doc = _big_run({f"t{i}": ({2, 3} if i == 2 else set()) for i in range(6)}, k=4)
+    assert [(t["task"], t["verdict"]) for t in doc["summary"]["tasks"]][:2] == [("t2", "flaky"), ("t0", "passed")]
+    under = render_report(doc)  # under the inline limit: every task's section in the page, every trial in full
+    assert "data-tasks=" not in under and under.count('<div class="task" id=') == 6
+    out = io.StringIO()
+    write_report_html(doc, out, secrets=(), inline_limit=3_000)
+    html = out.getvalue()
+    trials = html[html.index('<section id="trials">'):html.index("</section>", html.index('<section id="trials">'))]
+    # the flaky task stays in full: its first failing trial open (one a task, with many tasks), the other folded
+    flaky = trials[trials.index('<div class="task" id="task-1"'):trials.index('<details class="group" id="tasks-2-3"')]
+    assert re.findall(r'<details class="trial v-failed" id="trial-1-(\d+)" open>', flaky) == ["2"]
+    assert "t2 trial 2 said failed" in flaky
+    assert '<details class="group" id="task-1-more" data-g="g1"><summary>1 more trial, stored compressed' in flaky
+    assert "up to 1 a task." in html
+    # the passing tasks: no section in the page, one fold per 2 of them, in place of the first
+    assert re.findall(r'<div class="task" id="task-(\d+)"', trials) == ["1"]
+    folds = re.findall(r'<details class="group" id="(tasks-\d+-\d+)" data-g="(g\d+)" data-tasks="(\d+-\d+)" '
+                       r'data-filterable data-verdict="passed" data-critical="0" data-name="([^"]*)"><summary>'
+                       r"(.*?)</summary><div class=\"group-body lazy\"></div></details>", trials)
+    assert [(f[0], f[2], f[3], f[4]) for f in folds] == [
+        ("tasks-2-3", "2-3", "t0  t1 ", "2 tasks that passed every trial (t0 to t1, 8 trials), stored compressed"),
+        ("tasks-4-5", "4-5", "t3  t4 ", "2 tasks that passed every trial (t3 to t4, 8 trials), stored compressed"),
+        ("tasks-6-6", "6-6", "t5 ", "1 task that passed every trial (t5, 4 trials), stored compressed"),
+    ]
+    blocks = _blocks(html)
+    first = blocks[folds[0][1]]  # each task's section in full, every trial listed, its body in a block of bodies
+    assert [re.findall(r'^<div class="task" id="(task-\d+)"', s) for s in first] == [["task-2"], ["task-3"]]
+    listed = re.findall(r'<details class="trial v-passed" id="trial-2-(\d+)" data-z="(z\d+)\.(\d+)">', first[0])
+    assert [n for n, _, _ in listed] == ["1", "2", "3", "4"] and 'class="group"' not in first[0]
+    assert "t0 trial 3 said passed" in blocks[listed[2][1]][int(listed[2][2])]
+    # the tasks table is in the page whole: every task's row and square
+    table = html[html.index('<table class="tasks">'):html.index("</table>")]
+    assert table.count("<tr ") == 6 and table.count('<a class="dot ') == 24

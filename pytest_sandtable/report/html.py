@@ -21,7 +21,11 @@ opened, or a link leads into one, and inserts what it holds. Markup it inserts c
 run script either: the CSP allows no inline handler, and a ``<script>`` put in by a
 template never runs. A page of any size thus holds a bounded number of elements: the
 trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and the columns
-of :data:`JS_SHOWN` values of j.
+of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks, the trial
+sections of the tasks that passed every trial (not critical ones) are themselves stored
+compressed, :data:`TASKS_PER_BLOCK` a block, each shown as one fold in place of its first
+task, and opened the same way; failing, flaky and critical tasks stay in full, and the
+tasks table, the figures and every other table stay in the page.
 
 The page is one function per section, each given the typed parts of the document
 (:mod:`pytest_sandtable.report.types`) it shows.
@@ -81,6 +85,15 @@ JS_SHOWN = 32
 """Values of j a scores table or the chart shows at a glance (past it: 1, 2, 4, ..., k)."""
 DOTS_SHOWN = 200
 """Squares of one task's trials in the tasks table; past it, the others are counted."""
+TASKS_INLINE = 200
+"""Tasks past which a page past :data:`INLINE_LIMIT` stores the trial sections of the tasks
+that passed every trial (and are not critical) compressed, :data:`TASKS_PER_BLOCK` a block."""
+TASKS_PER_BLOCK = 100
+"""Passing tasks' trial sections per compressed block (one fold in the page)."""
+MANY_TASKS_INLINE = 1_000_000
+"""Characters of trial HTML a page of more than :data:`TASKS_INLINE` tasks shows in full
+once past :data:`INLINE_LIMIT` (and one failing trial a task, not :data:`INLINE_PER_TASK`):
+its failing trials in full, a few a task, are otherwise most of its elements."""
 _SPOOL_SIZE = 8_000_000  # compressed blocks are kept in memory up to this, then in a temporary file
 
 
@@ -725,9 +738,14 @@ _JS = """
     if(!id) return;
     var el = document.getElementById(id);
     if(!el){  // a passing trial of a big run: listed once its task's fold is opened
-      var m = /^trial-([0-9]+)-[0-9]+$/.exec(id), folds = [];
-      if(m) ['-more', '-passed'].forEach(function(end){
-        var g = document.getElementById('task-' + m[1] + end);
+      var m = /^(task|trial)-([0-9]+)(-[0-9]+)?$/.exec(id), folds = [];
+      if(m && !document.getElementById('task-' + m[2]))  // its task's section is in a compressed block
+        document.querySelectorAll('details[data-g][data-tasks]').forEach(function(g){
+          var r = g.getAttribute('data-tasks').split('-');  // the numbers of the tasks it holds
+          if(+m[2] >= +r[0] && +m[2] <= +r[1]) folds.push(fill(g, 'data-g', '.group-body'));
+        });
+      if(m && m[1] === 'trial' && m[3] && !folds.length) ['-more', '-passed'].forEach(function(end){
+        var g = document.getElementById('task-' + m[2] + end);
         if(g && g.hasAttribute('data-g')) folds.push(fill(g, 'data-g', '.group-body'));
       });
       if(folds.length) Promise.all(folds).then(openTarget);
@@ -1156,18 +1174,20 @@ def _trial(s: _Shown, idx: _Index) -> str:
             f'<div class="trial-body">{s.body}</div></details>')
 
 
-def _task_trials(t: TaskSummary, trials: Sequence[_Shown], idx: _Index, top: str, blocks: _Blocks) -> str:
+def _task_trials(t: TaskSummary, trials: Sequence[_Shown], idx: _Index, top: str, blocks: _Blocks,
+                 flat: bool = False) -> str:
     """A task's card: its verdict and pass^k, then its trials, those that did not pass
     first. Its compressed passing trials are listed in a block of their own, in a fold
-    that lists them when opened: a big run's page holds no line per passing trial."""
+    that lists them when opened: a big run's page holds no line per passing trial. A
+    ``flat`` card (one stored in a compressed block itself) lists every trial."""
     crit = '<span class="badge crit">critical</span>' if t["critical"] else ""
     tags = f'<span class="muted">{e(", ".join(t["tags"]))}</span>' if t["tags"] else ""
     ordered = sorted(trials, key=lambda s: (s.verdict == "passed", s.trial))
     anchor = idx.task(t["domain"], t["task"])
-    listed = [s for s in ordered if not s.ref]
-    more = _fold(f"{anchor}-more", [s for s in ordered if s.ref and s.verdict != "passed"], "more trial", idx, blocks)
-    passed = _fold(f"{anchor}-passed", [s for s in ordered if s.ref and s.verdict == "passed"], "passed trial", idx,
-                   blocks)
+    listed = [s for s in ordered if flat or not s.ref]
+    folded = [] if flat else [s for s in ordered if s.ref]
+    more = _fold(f"{anchor}-more", [s for s in folded if s.verdict != "passed"], "more trial", idx, blocks)
+    passed = _fold(f"{anchor}-passed", [s for s in folded if s.verdict == "passed"], "passed trial", idx, blocks)
     return (f'<div class="task" id="{anchor}" {_filterable(t)}><div class="task-head">'
             f'<h3>{e(t["name"])}</h3>{_badge(t["verdict"])}{crit}<span class="muted">{e(t["passed"])}/'
             f'{e(t["graded"])} passed · pass^{e(top)} {e(pct(t["pass_hat"].get(top)))}</span>{tags}</div>'
@@ -1192,17 +1212,57 @@ def _compressed_note(placed: _Placed) -> str:
     return (f'<p class="muted small" id="compressed-note">{e(placed.compressed)} of {e(plural(placed.count, "trial"))}'
             " are stored compressed in this page to keep it quick to open; opening them needs JavaScript "
             "(results.json holds every trial). Failing and errored trials are listed first in their task and "
-            f"shown in full, up to {INLINE_PER_TASK} a task.</p>")
+            f"shown in full, up to {placed.per_task_limit} a task.</p>")
+
+
+def _all_compressed(t: TaskSummary, trials: Sequence[_Shown]) -> bool:
+    """Whether a task's section may be stored compressed with others: not critical, it
+    passed every trial, and none of them is in the page in full."""
+    return (t["verdict"] == "passed" and not t["critical"] and bool(trials)
+            and all(s.ref and s.verdict == "passed" for s in trials))
+
+
+def _tasks_fold(group: list[tuple[int, TaskSummary, str]], blocks: _Blocks) -> str:
+    """A fold standing for the sections of :data:`TASKS_PER_BLOCK` tasks that passed every
+    trial, stored as one block; ``data-tasks`` is the range of their numbers, by which a
+    link to one of them opens it. It filters as a passing task, found by any of its names."""
+    ref = blocks.group([card for _, _, card in group])
+    first, last = group[0][0], group[-1][0]
+    names = " ".join((t["name"] + " " + " ".join(t["tags"])).lower() for _, t, _ in group)
+    trials = sum(t["graded"] + t["errored"] for _, t, _ in group)
+    span = group[0][1]["name"] + ("" if len(group) == 1 else " to " + group[-1][1]["name"])
+    return (f'<details class="group" id="tasks-{first}-{last}" data-g="{e(ref)}" data-tasks="{first}-{last}" '
+            f'data-filterable data-verdict="passed" data-critical="0" data-name="{e(names)}"><summary>'
+            f'{e(plural(len(group), "task"))} that passed every trial ({e(span)}, {e(plural(trials, "trial"))}), '
+            "stored compressed</summary>"
+            '<div class="group-body lazy"></div></details>')
 
 
 def _trials(tasks: Sequence[TaskSummary], placed: _Placed, idx: _Index, top: str) -> Iterator[str]:
     """Every trial, task by task: failing ones first and open, passing ones folded. One
-    piece per task, so that the page is written as it is rendered."""
+    piece per task, so that the page is written as it is rendered. Past
+    :data:`TASKS_INLINE` tasks (in a page with compressed trials), the sections of tasks
+    that passed every trial are gathered, :data:`TASKS_PER_BLOCK` at a time, into
+    compressed blocks, each one fold in place of its first task."""
     yield ('<section id="trials"><h2>Trials</h2>' + _compressed_note(placed) + '<div class="filters js-only">'
            '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
            "</button></div>")
-    for t in tasks:
-        yield _task_trials(t, placed.by_task.get((t["domain"], t["task"]), []), idx, top, placed.blocks)
+    gather = bool(placed.compressed) and len(tasks) > TASKS_INLINE
+    group: list[tuple[int, TaskSummary, str]] = []
+    after: list[str] = []  # the other tasks' sections since the group's first task, written after its fold
+    for no, t in enumerate(tasks, 1):
+        trials = placed.by_task.get((t["domain"], t["task"]), [])
+        if gather and _all_compressed(t, trials):
+            group.append((no, t, _task_trials(t, trials, idx, top, placed.blocks, flat=True)))
+            if len(group) >= TASKS_PER_BLOCK:
+                yield _tasks_fold(group, placed.blocks) + "".join(after)
+                group, after = [], []
+        elif group:
+            after.append(_task_trials(t, trials, idx, top, placed.blocks))
+        else:
+            yield _task_trials(t, trials, idx, top, placed.blocks)
+    if group:
+        yield _tasks_fold(group, placed.blocks) + "".join(after)
     yield "</section>"
 
 
@@ -1262,9 +1322,11 @@ class _Placed:
     they are to be shown in full, so memory stays within :data:`INLINE_LIMIT` characters
     besides a summary line per trial."""
 
-    def __init__(self, clean: Callable[[str], str], limit: int) -> None:
+    def __init__(self, clean: Callable[[str], str], limit: int, many_tasks: bool = False) -> None:
         self.clean = clean
         self.limit = limit
+        self.many_tasks = many_tasks
+        self.per_task_limit = INLINE_PER_TASK
         self.by_task: dict[tuple[str, str], list[_Shown]] = {}
         self.blocks = _Blocks()
         self.held: list[_Shown] | None = []  # every trial so far, while all fit in the limit
@@ -1287,14 +1349,17 @@ class _Placed:
         self.inline += len(s.body)
         if self.inline > self.limit:  # too big to show every trial: place each held one again
             held, self.held, self.inline = self.held, None, 0
+            if self.many_tasks:
+                self.limit, self.per_task_limit = min(self.limit, MANY_TASKS_INLINE), 1
             for one in held:
                 self._place(one)
 
     def _place(self, s: _Shown) -> None:
         """In full: a failing or errored trial (or one that cannot be shown) while its task
-        has fewer than :data:`INLINE_PER_TASK` in full and the limit holds. Else compressed."""
+        has fewer than :data:`INLINE_PER_TASK` in full (one, with more than
+        :data:`TASKS_INLINE` tasks) and the limit holds. Else compressed."""
         key = (s.domain, s.task)
-        if not s.head or (s.verdict != "passed" and self.per_task.get(key, 0) < INLINE_PER_TASK
+        if not s.head or (s.verdict != "passed" and self.per_task.get(key, 0) < self.per_task_limit
                           and self.inline + len(s.body) <= self.limit):
             self.per_task[key] = self.per_task.get(key, 0) + 1
             self.inline += len(s.body)
@@ -1336,7 +1401,7 @@ def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequ
     run, s = doc["run"], doc["summary"]
     tasks = s["tasks"]
     idx = _Index(tasks)
-    placed = _Placed(clean, inline_limit)
+    placed = _Placed(clean, inline_limit, many_tasks=len(tasks) > TASKS_INLINE)
     for t in results.get("trials") or []:
         placed.add(t)
     top = _top_j(s)
