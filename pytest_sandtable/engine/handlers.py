@@ -27,9 +27,10 @@ from ..domain.model import Domain, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
 from .invoke import agent_traceback
+from .tools import run_checks, run_ops
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
-__all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler"]
+__all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler", "run_tool"]
 
 
 class ToolError(Exception):
@@ -213,6 +214,14 @@ def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _key_text(key: Any) -> str:
     return str(norm_key(key))
+
+
+def run_tool(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:
+    """A call with valid arguments, as every path runs it (a trial, the reference's
+    world, lint's replay): the tool's checks, then its handler or its ops."""
+    return run_checks(tool, args, world) or (
+        run_handler(tool, args, world, state, index) if tool.handler else run_ops(tool, args, world)
+    )
 
 
 def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:

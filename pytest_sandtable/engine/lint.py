@@ -29,10 +29,11 @@ from ..domain.model import Domain, Event, Fault, Task
 from ..domain.wording import show
 from .api import Turn, UserReply, UserTurn
 from .faults import apply_event, counted
+from .handlers import HandlerState, run_tool
 from .reference import ReferenceAgent
 from .results import TrialResult
 from .scripted_user import ScriptedUser
-from .tools import coerce_args, run_checks, run_ops
+from .tools import coerce_args
 from .trial import apply_given, run_trial
 from .world import World, seed_for
 
@@ -196,6 +197,7 @@ def _unapplied_rules(domain: Domain, task: Task, result: TrialResult) -> list[tu
     the trial."""
     world = World(seed_for(domain))
     apply_given(world, task)
+    handlers = HandlerState(domain, task, result.seed)  # a handler tool replays as it ran
     found: list[tuple[str, str]] = []
     for entry in result.transcript:
         if entry["role"] == "event":
@@ -216,8 +218,7 @@ def _unapplied_rules(domain: Domain, task: Task, result: TrialResult) -> list[tu
             args = coerce_args(tool, call["args"])
         except Exception:
             continue
-        if run_checks(tool, args, world) is None:
-            run_ops(tool, args, world)
+        run_tool(tool, args, world, handlers, call["index"])
     return found
 
 

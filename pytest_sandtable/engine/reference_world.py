@@ -21,9 +21,9 @@ from ..domain.conditions import format_literal, format_value
 from ..domain.model import Domain, Task
 from ..domain.wording import clip
 from .api import ToolResult
-from .handlers import HandlerBug, HandlerState, run_handler
+from .handlers import HandlerBug, HandlerState, run_tool
 from .results import Check
-from .tools import ArgError, coerce_args, run_checks, run_ops
+from .tools import ArgError, coerce_args
 from .world import World, seed_for
 
 __all__ = ["CHECK_ID", "grade_world_matches_reference", "reference_world"]
@@ -66,10 +66,7 @@ def _replay(
         args = coerce_args(tool, dict(raw))
     except ArgError as e:
         return ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {e}")
-    failed = run_checks(tool, args, world)
-    if failed is not None:
-        return failed
-    return run_handler(tool, args, world, handlers, index) if tool.handler else run_ops(tool, args, world)
+    return run_tool(tool, args, world, handlers, index)
 
 
 def _same(a: Any, b: Any) -> bool:

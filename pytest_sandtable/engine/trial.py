@@ -29,14 +29,14 @@ from .api import (
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
 from .grading import grade
-from .handlers import HandlerBug, HandlerState, run_handler
+from .handlers import HandlerBug, HandlerState, run_tool
 from .invoke import Deadline, EngineStop, _AgentExit, agent_traceback, exception_text, invoke
 from .reference import ReferenceAgent
 from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
-from .tools import ArgError, coerce_args, plain_arguments, run_checks, run_ops, text_of
+from .tools import ArgError, coerce_args, plain_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
@@ -250,10 +250,7 @@ class _Trial:
     def _run_tool(self, tool: Tool, args: dict[str, Any], index: int) -> ToolResult:
         """The tool itself: its checks, then its ops or its handler."""
         try:
-            return run_checks(tool, args, self.world) or (
-                run_handler(tool, args, self.world, self.handlers, index) if tool.handler
-                else run_ops(tool, args, self.world)
-            )
+            return run_tool(tool, args, self.world, self.handlers, index)
         except HandlerBug as e:  # its text says what the handler did, with its traceback
             raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
         except Exception as e:  # the domain's ops, not the agent, went wrong
