@@ -154,3 +154,44 @@ def test_cancelling_the_trial_cancels_the_agents_call() -> None:
 
     asyncio.run(main())
     assert seen == ["agent cancelled"]
+
+
+@pytest.mark.parametrize("kind", ["async", "sync", "inline"])
+def test_the_answer_is_stamped_when_it_is_there_not_when_the_trial_resumes(kind: str) -> None:
+    # with many trials on one loop, the trial resumes behind the others' work of that
+    # iteration: that wait is the loop's, not the agent's latency (results.json's latency)
+    import time
+
+    async def async_agent(turn: Any) -> str:
+        return "a"
+
+    def sync_agent(turn: Any) -> str:
+        return "s"
+
+    class Inline:
+        inline = True
+
+        def __call__(self, turn: Any) -> str:
+            return "i"
+
+    agent = {"async": async_agent, "sync": sync_agent, "inline": Inline()}[kind]
+
+    async def busy() -> None:
+        await asyncio.sleep(0)  # the agent's call has started
+        for _ in range(4):  # other trials' work, 0.1 s of it in each of the next iterations
+            time.sleep(0.1)
+            await asyncio.sleep(0)
+
+    async def go() -> tuple[float, float, float]:
+        answered: list[float] = []
+        t0 = time.perf_counter()
+        call = asyncio.ensure_future(invoke(agent, "x", 10.0, answered))
+        other = asyncio.ensure_future(busy())
+        await call
+        resumed = time.perf_counter()
+        await other
+        return t0, answered[0], resumed
+
+    t0, answered, resumed = asyncio.run(go())
+    assert answered - t0 < 0.05
+    assert resumed - t0 >= (0.1 if kind != "inline" else 0)  # an inline call runs in the caller's step

@@ -91,17 +91,27 @@ def _is_async(fn: Any) -> bool:
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(getattr(type(fn), "__call__", None))  # noqa: B004
 
 
-async def invoke(fn: Any, arg: Any, timeout: float | None) -> Any:
+async def invoke(fn: Any, arg: Any, timeout: float | None, answered: list[float] | None = None) -> Any:
     """Call an agent or user. Async ones run on the loop; sync ones in a worker thread
-    (so a hung one times out and the run goes on), except those that run inline."""
+    (so a hung one times out and the run goes on), except those that run inline.
+
+    ``answered``, when given, gets the ``time.perf_counter()`` of the moment the answer
+    was there (the call returned, in its thread or task): with many trials on one loop,
+    the trial itself resumes later, behind the others' work, and that wait is not the
+    agent's latency."""
     if runs_inline(fn) or _is_async(fn):
         value = _called(fn, arg)
     else:
-        value = await _settled_within(_in_daemon_thread(fn, arg), timeout)
+        value = await _settled_within(_in_daemon_thread(fn, arg, answered), timeout)
+        answered = None  # stamped by the thread
     if value is None or type(value) in _ANSWERS:  # isawaitable's ABC check is a good part of an inline call
+        if answered is not None:
+            answered.append(time.perf_counter())
         return value
     if inspect.isawaitable(value):
-        return await _awaited_within(value, timeout)
+        return await _awaited_within(value, timeout, answered)
+    if answered is not None:
+        answered.append(time.perf_counter())
     return value
 
 
@@ -129,14 +139,14 @@ def _called(fn: Any, arg: Any) -> Any:
 # more (a done callback, then a waiter). The timeout is a timer on the same future.
 
 
-async def _awaited_within(aw: Any, timeout: float | None) -> Any:
+async def _awaited_within(aw: Any, timeout: float | None, answered: list[float] | None = None) -> Any:
     """Await an agent's or user's awaitable in a task of its own, for at most
     ``timeout`` seconds. Its own task tells a CancelledError it raised itself (its
     failure) from the trial's cancellation (pytest -x, Ctrl-C, xdist taking the trial
     away), which still cancels. At its timeout it is cancelled and left to finish on
     its own: an agent that ignores cancellation cannot hold the trial past its time."""
     answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    task = asyncio.ensure_future(_answered(aw, answer))
+    task = asyncio.ensure_future(_answered(aw, answer, answered))
     try:
         return await _settled_within(answer, timeout)
     except BaseException:  # timed out, or the trial is cancelled: the call goes with it
@@ -145,11 +155,14 @@ async def _awaited_within(aw: Any, timeout: float | None) -> Any:
         raise
 
 
-async def _answered(aw: Any, answer: asyncio.Future[Any]) -> None:
+async def _answered(aw: Any, answer: asyncio.Future[Any], answered: list[float] | None = None) -> None:
     """Await ``aw`` and settle ``answer`` with what it ends with (unless the trial
-    stopped waiting). A cancellation from outside cancels ``answer`` too."""
+    stopped waiting), stamping ``answered`` when it returns. A cancellation from outside
+    cancels ``answer`` too."""
     try:
         value = await aw
+        if answered is not None:
+            answered.append(time.perf_counter())
     except asyncio.CancelledError as e:
         if _being_cancelled():  # its task was cancelled from outside: a real cancellation
             _settle(answer, None, cancel=True)
@@ -210,7 +223,7 @@ def _consume(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
+def _in_daemon_thread(fn: Any, arg: Any, answered: list[float] | None = None) -> asyncio.Future[Any]:
     """Run a sync call in a daemon thread: a hung agent can be abandoned at its timeout
     without holding the process open at exit (executor threads are joined at exit)."""
     loop = asyncio.get_running_loop()
@@ -220,6 +233,8 @@ def _in_daemon_thread(fn: Any, arg: Any) -> asyncio.Future[Any]:
     def work() -> None:
         try:
             outcome: tuple[Any, bool] = (ctx.run(fn, arg), True)
+            if answered is not None:
+                answered.append(time.perf_counter())
         except BaseException as e:  # carried to the awaiting trial
             outcome = (_carried(e), False)
         if not loop.is_closed():

@@ -395,13 +395,15 @@ class _Dialogue:
             mcp_url=t.mcp_url,
         )
         t0 = time.perf_counter()
+        answered: list[float] = []  # when the answer was there (see invoke)
         try:
-            reply = await invoke(self.agent, turn, self.deadline.left())
+            reply = await invoke(self.agent, turn, self.deadline.left(), answered)
             t.raise_stop()  # a served call of this turn met a domain bug or the tool budget
             # latency faults of calls an async agent made with call_tool on the loop: the turn
             # takes that long, as it would have against the slow dependency
             if t.owed:
                 await asyncio.wait_for(t.wait_owed(), self.deadline.left())
+                answered.clear()
         except _DomainBug as e:
             self.error = str(e)
             self.ended_by = "domain_error"
@@ -409,7 +411,7 @@ class _Dialogue:
         except (_ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
             self._agent_raised(e)
             return False
-        self.latency.append(time.perf_counter() - t0)
+        self.latency.append((answered[-1] if answered else time.perf_counter()) - t0)
         if self.deadline.passed():
             # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
             self._agent_failed(self._too_late("; it blocked the event loop, so it could not be stopped earlier"))
