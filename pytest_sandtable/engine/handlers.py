@@ -16,6 +16,7 @@ which errors the trial with the handler's traceback.
 
 from __future__ import annotations
 
+import marshal
 import math
 import random
 from collections.abc import Mapping
@@ -203,10 +204,19 @@ def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
 
 
 def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row for a handler: a fresh copy, made by the JSON walk (faster than deepcopy on
-    nested rows); a seed row holding what JSON cannot (YAML's .nan) is copied as it is."""
+    """A row for a handler: a fresh copy. A row of the world holds JSON values (what the
+    seed and every write put there), which marshal copies in C, 2-4 times faster than the
+    JSON walk on nested rows (a handler that lists a table copies every row it gets);
+    format 2 shares no sub-object between two places, as the walk does not. What marshal
+    cannot take (a row too deep, a value of another type) goes by the walk, and a seed row
+    holding what JSON cannot (YAML's .nan) is copied as it is."""
     try:
-        copied: dict[str, Any] = _json_copy(row)
+        copied: dict[str, Any] = marshal.loads(marshal.dumps(row, 2))
+        return copied
+    except (ValueError, TypeError, RecursionError):
+        pass
+    try:
+        copied = _json_copy(row)
     except _NotJson:
         return copy_row(row)
     return copied
