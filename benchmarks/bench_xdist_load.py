@@ -23,13 +23,22 @@ folder holding only the domain file; the configurations alternate, ``--repeat`` 
 Then the same three tasks over a world of only the rows they use, ``-n 0`` and ``-n 2``:
 what xdist itself costs (start-up of two more processes, the results sent back).
 
+With ``--turn-ms MS`` the agent is the reference agent taking MS milliseconds for each
+turn (an ``asyncio.sleep``, as a model's answer takes time without the CPU): a suite worth
+running in parallel, where what the domain costs each worker decides whether ``-n 2``
+pays off.
+
+Every run passes ``-p no:hypothesispytest``: hypothesis, a development dependency of this
+project that a user's environment does not have, prints its own terminal summary in every
+process, importing itself (0.4-3.8 s a process here), which would count as xdist's cost.
+
 Prints the median wall time and CPU time (user + system, of pytest and its workers) of
 each configuration with its ratio to ``-n 0, no cache``, and every run's wall time.
 One unmeasured run comes first. The subprocesses write bytecode (into the temporary
 folder) as on a user's machine, even where PYTHONDONTWRITEBYTECODE is set; ``--as-is``
 keeps the environment's setting.
 
-    python benchmarks/bench_xdist_load.py [--tau-airline DIR] [--repeat 5] [--k 1] [--as-is]
+    python benchmarks/bench_xdist_load.py [--tau-airline DIR] [--repeat 5] [--k 1] [--turn-ms 0] [--as-is]
 """
 
 from __future__ import annotations
@@ -273,10 +282,41 @@ def child_env(folder: Path, as_is: bool) -> dict[str, str]:
     return env
 
 
-def run_pytest(folder: Path, extra: list[str], env: dict[str, str], k: int = 1) -> tuple[float, float]:
+SLOW_AGENT = """\
+import asyncio
+
+from pytest_sandtable.engine.reference import ReferenceAgent
+
+
+class SlowReference(ReferenceAgent):
+    \"\"\"The reference agent, taking {ms} ms a turn as a model's answer would.\"\"\"
+
+    inline = False
+
+    def for_task(self, task):
+        return SlowReference(task.reference)
+
+    async def __call__(self, turn):
+        await asyncio.sleep({ms} / 1000)
+        return ReferenceAgent.__call__(self, turn)
+"""
+
+
+def write_agent(folder: Path, turn_ms: float) -> str:
+    """The agent option of every run: the reference agent, or with ``turn_ms`` a slower one
+    written into ``folder`` (the projects' parent, on the subprocesses' PYTHONPATH)."""
+    if not turn_ms:
+        return "reference"
+    (folder / "slow_agent.py").write_text(SLOW_AGENT.format(ms=turn_ms), encoding="utf-8")
+    return "slow_agent:SlowReference"
+
+
+def run_pytest(folder: Path, extra: list[str], env: dict[str, str], k: int = 1,
+               agent: str = "reference") -> tuple[float, float]:
     """Wall seconds of one run, and the CPU seconds (user + system) of its processes: pytest
     and, under xdist, its workers (children it waits for, so counted in RUSAGE_CHILDREN)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", f"--sandtable-k={k}", "--sandtable-agent=reference", *extra]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:hypothesispytest", f"--sandtable-k={k}",
+           f"--sandtable-agent={agent}", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env)
@@ -293,6 +333,8 @@ def main() -> None:
                     help="τ-bench's airline data folder (else generated rows)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each configuration (the median is printed)")
     ap.add_argument("--k", type=int, default=1, help="trials per task (default 1)")
+    ap.add_argument("--turn-ms", type=float, default=0,
+                    help="milliseconds each agent turn takes (default 0: the reference agent as it is)")
     ap.add_argument("--as-is", action="store_true",
                     help="keep the environment's PYTHONDONTWRITEBYTECODE (default: bytecode cached in the temp folder)")
     a = ap.parse_args()
@@ -306,10 +348,13 @@ def main() -> None:
         cache = root / "big" / ".pytest_cache"
         entries = cache / "d" / "sandtable-domains"
         env = child_env(root, a.as_is)
+        agent = write_agent(root, a.turn_ms)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         rows = text.count("\n      - {")
         source = f"τ-bench airline from {a.tau_airline}" if a.tau_airline else "generated"
         print(f"python {sys.version.split()[0]}; domain: {source}, {len(text.encode()) / 1e6:.1f} MB, "
-              f"{rows:,} seed rows; k={a.k}; "
+              f"{rows:,} seed rows; k={a.k}; agent {agent}"
+              f"{f' ({a.turn_ms:g} ms a turn)' if a.turn_ms else ''}; "
               f"bytecode {'as the environment says' if a.as_is else 'cached'}")
         run_pytest(root / "big", ["-n", "2", "--sandtable-cache-dir=off"], env)  # warm up: bytecode, file cache
         times: dict[str, list[float]] = {c[0]: [] for c in CONFIGS}
@@ -320,7 +365,7 @@ def main() -> None:
                     shutil.rmtree(cache, ignore_errors=True)
                 elif state == "warm" and not any(entries.glob("*.domain")):
                     run_pytest(root / "big", ["-n", "0"], env)  # fill it (not measured)
-                wall, cpu = run_pytest(root / project, extra, env, a.k)
+                wall, cpu = run_pytest(root / project, extra, env, a.k, agent)
                 times[label].append(wall)
                 cpus[label].append(cpu)
         base = statistics.median(times[CONFIGS[0][0]])
