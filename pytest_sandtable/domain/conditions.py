@@ -69,13 +69,14 @@ def resolve(expr: Any, args: Mapping[str, Any]) -> Any:
     if isinstance(expr, str):
         if "$" not in expr:
             return expr
-        m = _REF.match(expr)
-        if m:
-            value = args.get(m.group(1), ABSENT)
-            if not m.group(2) or value is ABSENT:
+        ref = _reference(expr)
+        if ref is not None:
+            name, path = ref
+            value = args.get(name, ABSENT)
+            if not path or value is ABSENT:
                 return value
             if isinstance(value, dict):
-                return _path(value, m.group(2))
+                return _path(value, path)
             # not an object: the text it always was, `$load_id.` then the rest
 
         def sub(mm: re.Match[str]) -> str:
@@ -93,6 +94,25 @@ def resolve(expr: Any, args: Mapping[str, Any]) -> Any:
     if isinstance(expr, list):
         return [resolve(v, args) for v in expr]
     return expr
+
+
+# texts of the domain with a `$` -> what _REF reads in them: the domain's expressions are
+# resolved on every call, so each is read once (bounded, in case texts come from elsewhere)
+_REFERENCES: dict[str, tuple[str, str] | None] = {}
+_REFERENCES_MAX = 100_000
+
+
+def _reference(expr: str) -> tuple[str, str] | None:
+    """``(name, .path)`` of a text that is exactly ``$name.path``; None for any other."""
+    try:
+        return _REFERENCES[expr]
+    except KeyError:
+        pass
+    m = _REF.match(expr)
+    ref = (m.group(1), m.group(2)) if m else None
+    if len(_REFERENCES) < _REFERENCES_MAX:
+        _REFERENCES[expr] = ref
+    return ref
 
 
 def _path(value: Any, path: str) -> Any:
@@ -151,8 +171,11 @@ _NUMBER_START = frozenset("0123456789+-. \t\n\r\f\v")
 
 def equal(a: Any, b: Any) -> bool:
     ta = type(a)
-    if ta is type(b) and (ta is str or ta is int) and a == b:
-        return True  # the common case, settled without parsing numbers
+    if ta is type(b) and (ta is str or ta is int):
+        if a == b:
+            return True  # the common case, settled without parsing numbers
+        if ta is str and (not a or not b or a[0] not in _NUMBER_START or b[0] not in _NUMBER_START):
+            return False  # two different texts, one of them no number: as_number would say so
     if isinstance(a, bool) or isinstance(b, bool):
         # JSON semantics: true is not 1 (and the hash indexes of `_world` agree)
         return isinstance(a, bool) and isinstance(b, bool) and a == b
@@ -174,8 +197,11 @@ def _compare(a: Any, b: Any) -> int | None:
     return None
 
 
+_OPERATORS = frozenset(OPERATOR_SYMBOLS)
+
+
 def is_operator_object(cond: Any) -> bool:
-    return isinstance(cond, dict) and bool(cond) and all(k in OPERATOR_SYMBOLS for k in cond)
+    return isinstance(cond, dict) and bool(cond) and _OPERATORS.issuperset(cond)
 
 
 def test(actual: Any, cond: Any, present: bool = True) -> bool:
@@ -286,15 +312,28 @@ def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any],
     """Resolve a where clause; fields whose `$arg` was not given (or whose record
     reference does not resolve) are dropped, and so are combinator parts left empty."""
     out: dict[str, Any] = {}
-    for f, cond in (where or {}).items():
-        if f in COMBINATORS:
+    if not where:
+        return out
+    for f, kind, cond in _plan(where):
+        if kind is _LITERAL:
+            out[f] = cond
+            continue
+        if kind is _ARGUMENT:  # `$name`: the argument, unless it is an object (read below)
+            r = args.get(cond, ABSENT)
+            if r is ABSENT:
+                continue
+            if not isinstance(r, dict):
+                out[f] = r
+                continue
+        elif f in COMBINATORS:
             part = _resolve_combinator(f, cond, args, lookup)
             if part is not None:
                 out[f] = part
             continue
-        r = resolve(cond, args)
-        if r is ABSENT:
-            continue
+        else:
+            r = resolve(cond, args)
+            if r is ABSENT:
+                continue
         if is_operator_object(r):
             r = {op: _record_value(v, lookup) if op in RECORD_OPERATORS and is_record_ref(v) else v
                  for op, v in r.items()}
@@ -303,6 +342,39 @@ def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any],
                 continue
         out[f] = r
     return out
+
+
+# How resolve_where takes each entry of a clause: a literal as it is (a text without `$`
+# or a number, true, false or null), `$name` as the argument (no pattern to match), the
+# rest (operator objects, combinators, embedded `$name`) the whole way.
+_LITERAL, _ARGUMENT, _OTHER = "literal", "argument", "other"
+_LITERAL_TYPES = frozenset({int, float, bool, type(None)})
+_Plan = list[tuple[str, str, Any]]
+# a clause of the domain (by identity) -> its plan: clauses are resolved on every call
+# with the same dict; the domain is not changed once loaded (bounded all the same)
+_PLANS: dict[int, tuple[Mapping[str, Any], _Plan]] = {}
+_PLANS_MAX = 100_000
+
+
+def _plan(where: Mapping[str, Any]) -> _Plan:
+    hit = _PLANS.get(id(where))
+    if hit is not None and hit[0] is where:
+        return hit[1]
+    plan: _Plan = []
+    for f, cond in where.items():
+        t = type(cond)
+        if f in COMBINATORS:
+            plan.append((f, _OTHER, cond))
+        elif (t is str and "$" not in cond) or t in _LITERAL_TYPES:
+            plan.append((f, _LITERAL, cond))
+        elif t is str and (ref := _reference(cond)) is not None and not ref[1]:
+            plan.append((f, _ARGUMENT, ref[0]))
+        else:
+            plan.append((f, _OTHER, cond))
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[id(where)] = (where, plan)
+    return plan
 
 
 def _resolve_combinator(kind: str, cond: Any, args: Mapping[str, Any], lookup: Lookup | None) -> Any:

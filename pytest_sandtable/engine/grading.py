@@ -3,7 +3,6 @@ the call log. Deterministic; no judge model."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,20 +64,19 @@ def grade_state(e: StateExpectation, world: World) -> Check:
         row = world.get(e.table, e.key)
         if row is None:
             return Check("state", cid, False, f"{e.table} {format_value(e.key)}: no such row")
-        misses = _misses(row, resolve_where(e.fields, {}, world.get))
+        fields = resolve_where(e.fields, {}, world.get)
+        misses = [] if row_matches(row, fields) else _misses(row, fields)  # a passing check words nothing
         if misses:
             return Check("state", cid, False, f"{e.table} {format_value(e.key)}: {'; '.join(misses)}")
         return Check("state", cid, True)
     where = resolve_where(e.where, {}, world.get)
     n = len(world.select(e.table, where))
+    if n == e.count or (e.count is None and n >= 1):
+        return Check("state", cid, True)
     clause = f" where {describe_clause(where)}" if where else ""
     if e.count is None:
-        if n >= 1:
-            return Check("state", cid, True)
         return Check("state", cid, False,
                      f"{e.table}{clause}: 0 rows, expected at least 1{_closest(world, e.table, where)}")
-    if n == e.count:
-        return Check("state", cid, True)
     closest = _closest(world, e.table, where) if n < e.count else ""
     return Check("state", cid, False,
                  f"{e.table}{clause}: {n} row{'s' if n != 1 else ''}, expected {e.count}{closest}")
@@ -139,11 +137,11 @@ def grade_not_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, 
 
 
 def _matcher_ids(prefix: str, matchers: Sequence[CallMatcher]) -> list[str]:
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     ids = []
     for m in matchers:
-        seen[m.tool] += 1
-        ids.append(f"{prefix}:{m.tool}" + (f"#{seen[m.tool]}" if seen[m.tool] > 1 else ""))
+        n = seen[m.tool] = seen.get(m.tool, 0) + 1
+        ids.append(f"{prefix}:{m.tool}#{n}" if n > 1 else f"{prefix}:{m.tool}")
     return ids
 
 

@@ -21,7 +21,7 @@ import math
 import random
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
 from ..domain.model import Domain, Task, Tool
@@ -211,7 +211,7 @@ def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
     cannot take (a row too deep, a value of another type) goes by the walk, and a seed row
     holding what JSON cannot (YAML's .nan) is copied as it is."""
     try:
-        copied: dict[str, Any] = marshal.loads(marshal.dumps(row, 2))
+        copied: dict[str, Any] = marshal.loads(marshal.dumps(cast(dict[str, Any], row), 2))
         return copied
     except (ValueError, TypeError, RecursionError):
         pass

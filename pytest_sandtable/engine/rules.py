@@ -3,6 +3,7 @@ and `never_disclose` over every agent message."""
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -23,23 +24,30 @@ from ..domain.conditions import (
     row_matches,
 )
 from ..domain.model import Domain, Invariant
-from .world import FieldValues, SeedTable, World, _index_key
+from .world import FieldValues, Seed, SeedTable, World, _index_key
 
 
-def _ref_value(ref: Any, args: Mapping[str, Any], world: World) -> tuple[bool, Any, str]:
+def _ref_value(ref: Any, args: Mapping[str, Any], world: World) -> tuple[bool, Any, Any]:
     """Resolve a bound: a constant, or {table, key, field} read from the world now.
 
-    Returns (applies, value, description); a record that does not resolve makes the rule not apply.
+    Returns (applies, value, the record's key or ABSENT for a constant), for
+    :func:`_ref_description` to name it when the rule is broken; a record that does not
+    resolve makes the rule not apply.
     """
     if isinstance(ref, dict) and "table" in ref:
         key = resolve(ref.get("key"), args)
         if key is ABSENT:
-            return False, None, ""
+            return False, None, ABSENT
         row = world.get(ref["table"], key)
         if row is None or row.get(ref["field"]) is None:
-            return False, None, ""
-        return True, row[ref["field"]], f"{ref['table']} {format_value(key)} {ref['field']}"
-    return True, resolve(ref, args), ""
+            return False, None, ABSENT
+        return True, row[ref["field"]], key
+    return True, resolve(ref, args), ABSENT
+
+
+def _ref_description(ref: Any, key: Any) -> str:
+    """``loads L-1001 max_rate``: the record a bound was read from; empty for a constant."""
+    return "" if key is ABSENT else f"{ref['table']} {format_value(key)} {ref['field']}"
 
 
 _LIMIT_WORDS = {
@@ -48,6 +56,7 @@ _LIMIT_WORDS = {
     "gte": (">=", "is below the minimum"),
     "gt": (">", "is not above the minimum"),
 }
+_LIMIT_HOLDS = {"lte": operator.le, "lt": operator.lt, "gte": operator.ge, "gt": operator.gt}
 
 
 def check_call(
@@ -62,13 +71,13 @@ def check_call(
     if inv.kind == "before":
         if tool != s["then"]:
             return None
-        same = list(s.get("same") or [])
+        same = s.get("same") or ()
         for name, prev in succeeded:
             if name == s["first"] and all(equal(prev.get(f), args.get(f)) for f in same):
                 return None
         which = ", ".join(f"{f}={format_value(args.get(f))}" for f in same)
         return f"{tool} called before {s['first']} succeeded" + (f" for {which}" if which else "")
-    if inv.tool != tool:
+    if s.get("tool") != tool and inv.tool != tool:  # the spec's name first: inv.tool is a property
         return None
     if inv.kind == "require":
         if "each" in s:
@@ -85,15 +94,15 @@ def check_call(
             nb, nv = as_number(bound), as_number(value)
             if not applies or nb is None or nv is None:
                 continue
-            ok = {"lte": nv <= nb, "lt": nv < nb, "gte": nv >= nb, "gt": nv > nb}[op]
-            if not ok:
+            if not _LIMIT_HOLDS[op](nv, nb):
                 return f"{tool} {s['arg']}={format_value(value)} {words} {format_value(bound)}"
         return None
     if inv.kind == "match":
-        la, lv, ldesc = _ref_value(s["left"], args, world)
-        ra, rv, rdesc = _ref_value(s["right"], args, world)
+        la, lv, lkey = _ref_value(s["left"], args, world)
+        ra, rv, rkey = _ref_value(s["right"], args, world)
         if not (la and ra) or equal(lv, rv):
             return None
+        ldesc, rdesc = _ref_description(s["left"], lkey), _ref_description(s["right"], rkey)
         return f"{tool}: {ldesc} is {format_literal(lv)} but {rdesc} is {format_literal(rv)}"
     if inv.kind == "never":
         if not s.get("when"):
@@ -185,6 +194,12 @@ class _TextIndex:
                 self.by_word.setdefault(m.group(0).lower(), []).append((i, ik[1]))
 
 
+# the texts whose numbers and words a scanner keeps, and the longest one it keeps
+_KEPT_TEXTS = 2048
+_KEPT_TEXT_MAX = 4096
+_NOT_KEPT: Any = object()  # no finding kept for a rule and a text (None is one: nothing found)
+
+
 class DisclosureScanner:
     """Finds protected values in an agent message, in the forms a person would write them."""
 
@@ -192,6 +207,10 @@ class DisclosureScanner:
         self.rules = [i for i in domain.invariants if i.kind == "never_disclose"]
         self._patterns: dict[str, re.Pattern[str]] = {}
         self._indexes: dict[tuple[str, str], _TextIndex] = {}
+        self._texts: dict[str, tuple[dict[float, str], set[str]]] = {}
+        # (rule's index, text) -> what the rule found, for rules that read only the seed
+        self._found: dict[tuple[int, str], str | None] = {}
+        self._seed: Seed | None = None
 
     def _text_pattern(self, value: str) -> re.Pattern[str]:
         p = self._patterns.get(value)
@@ -222,13 +241,44 @@ class DisclosureScanner:
         found: list[tuple[Invariant, str]] = []
         if not self.rules or not text:
             return found
-        nums = numbers_in(text)
-        words = {w.lower() for w in _WORD.findall(text)}
-        for inv in self.rules:
-            hit = self._scan_rule(inv, text, nums, words, world)
+        nums, words = self._read(text)
+        if world.seed is not self._seed:  # what is kept holds for one seed
+            self._seed, self._found = world.seed, {}
+        for i, inv in enumerate(self.rules):
+            keep = self._seed_only(inv, world) and len(text) <= _KEPT_TEXT_MAX
+            hit = self._found.get((i, text), _NOT_KEPT) if keep else _NOT_KEPT
+            if hit is _NOT_KEPT:
+                hit = self._scan_rule(inv, text, nums, words, world)
+                if keep:
+                    if len(self._found) >= _KEPT_TEXTS:
+                        self._found.clear()
+                    self._found[(i, text)] = hit
             if hit:
                 found.append((inv, hit))
         return found
+
+    @staticmethod
+    def _seed_only(inv: Invariant, world: World) -> bool:
+        """Whether what the rule finds in a text depends on the text alone here: its values
+        are listed, or are a whole field of a table the trial has not changed (then it
+        finds, and words, what it would in any such trial)."""
+        vals = inv.spec["values"]
+        if isinstance(vals, list):
+            return True
+        return not vals.get("where") and world.untouched(vals["table"])
+
+    def _read(self, text: str) -> tuple[dict[float, str], set[str]]:
+        """The numbers and the (lower-case) words of a text. Kept for short texts: an agent
+        says the same lines trial after trial (the reference agent, every one of them);
+        the numbers and words are only read, never changed."""
+        hit = self._texts.get(text)
+        if hit is None:
+            hit = (numbers_in(text), {w.lower() for w in _WORD.findall(text)})
+            if len(text) <= _KEPT_TEXT_MAX:
+                if len(self._texts) >= _KEPT_TEXTS:
+                    self._texts.clear()
+                self._texts[text] = hit
+        return hit
 
     def _scan_rule(
         self, inv: Invariant, text: str, nums: dict[float, str], words: set[str], world: World

@@ -101,16 +101,23 @@ class ScriptedUser:
     @staticmethod
     def _reaction(turn: UserTurn, lines: Sequence[ScriptLine], said: set[int]) -> int | None:
         """The first line with ``when``, not said yet, whose conditions hold now."""
+        waiting = [i for i, line in enumerate(lines) if line.when is not None and i not in said]
+        if not waiting:  # a script of plain lines: no reply or calls to read
+            return None
         reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
         succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok")}
-        for i, line in enumerate(lines):
-            if line.when is not None and i not in said and holds(line.when, reply, succeeded):
+        for i in waiting:
+            when = lines[i].when
+            if when is not None and holds(when, reply, succeeded):
                 return i
         return None
 
     @staticmethod
     def _next_plain(lines: Sequence[ScriptLine], said: set[int]) -> int | None:
-        return next((i for i, line in enumerate(lines) if line.when is None and i not in said), None)
+        for i, line in enumerate(lines):
+            if line.when is None and i not in said:
+                return i
+        return None
 
     @staticmethod
     def _say(turn: UserTurn, lines: Sequence[ScriptLine], said: set[int], index: int) -> tuple[int, UserReply]:

@@ -24,7 +24,7 @@ from ..domain.conditions import (
 )
 from ..domain.model import MISSING, Check, Param, Tool
 from .api import ToolResult
-from .world import Conflict, NotFound, World, copy_row
+from .world import Conflict, NotFound, Savepoint, World, copy_row
 
 
 class ArgError(Exception):
@@ -58,7 +58,14 @@ def _json_int(text: str) -> Any:
         return _LongInteger()
 
 
+# the least limit Python allows (sys.set_int_max_str_digits refuses less, bar 0 for none)
+# times 3 bits a digit: an integer shorter than this is surely short enough
+_SURELY_SHORT_BITS = 3 * 640
+
+
 def _too_long(n: int) -> bool:
+    if n.bit_length() < _SURELY_SHORT_BITS:  # nearly every integer, without asking the limit
+        return False
     limit = max_int_digits()
     # fewer than 3 bits a digit: surely short enough, without making the text
     if limit == 0 or n.bit_length() < 3 * limit:
@@ -162,8 +169,26 @@ def plain_arguments(args: Any) -> tuple[Any, str | None]:
     """A JSON-compatible copy of a call's arguments (an object, or anything an agent
     passed instead), for the call log; and why they are not JSON data, naming the
     argument (None when they are)."""
+    if _flat(args):  # what most calls pass: the walk would copy each value as it is
+        return dict(args), None
     walk = _Plain()
     return walk.arguments(args), walk.problem
+
+
+# the scalars the walk keeps as they are (an int too, unless too long to write)
+_FLAT_SCALARS = frozenset({str, float, bool, type(None)})
+
+
+def _flat(args: Any) -> bool:
+    """Whether ``args`` is an object of text keys and plain scalars within the caps, which
+    :class:`_Plain` would copy value for value, finding no problem."""
+    if type(args) is not dict or len(args) > MAX_ARG_VALUES:
+        return False
+    for k, v in args.items():
+        t = type(v)
+        if type(k) is not str or (t not in _FLAT_SCALARS and (t is not int or _too_long(v))):
+            return False
+    return True
 
 
 _TYPE_NAMES = {
@@ -250,11 +275,28 @@ def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
 def _validate_structured(p: Param, v: Any) -> None:
     import jsonschema  # only tools with object/array params pay for this import
 
-    try:
-        jsonschema.validate(v, p.schema)
-    except jsonschema.ValidationError as e:
-        where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e.absolute_path)
-        raise ArgError(f"{p.name}{where}: {e.message}") from None
+    # what jsonschema.validate(v, p.schema) raises, without checking the schema itself again
+    error = jsonschema.exceptions.best_match(_validator(p.schema).iter_errors(v))
+    if error is not None:
+        where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in error.absolute_path)
+        raise ArgError(f"{p.name}{where}: {error.message}")
+
+
+# a param's schema -> its validator, made (and the schema checked) on its first call in
+# the process: jsonschema.validate checks the schema against its meta-schema on every
+# call, which cost far more than validating a call's arguments
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    hit = _VALIDATORS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)  # an invalid schema raises here, on every call, as before
+        hit = _VALIDATORS[id(schema)] = (schema, cls(schema))
+    return hit[1]
 
 
 def _short(v: Any) -> str:
@@ -274,7 +316,7 @@ def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
         except RecursionError:  # nested far deeper than the cap
             raise ArgError(f"arguments: expected at most {MAX_ARG_DEPTH} levels of nesting, got more") from None
     # before anything reads them: nothing after can then fail or run without end on them
-    problem = plain_arguments(raw)[1]
+    problem = None if _flat(raw) else plain_arguments(raw)[1]
     if problem is not None:
         raise ArgError(problem)
     if not isinstance(raw, dict):
@@ -307,10 +349,10 @@ def _strip_absent(v: Any) -> Any:
     """Leave out what refers to an optional argument the call did not give (null at the top)."""
     if v is ABSENT:
         return None
-    if isinstance(v, dict):
-        return {k: _strip_absent(x) for k, x in v.items() if x is not ABSENT}
+    if isinstance(v, dict):  # a value that is no container is itself: no call for it
+        return {k: _strip_absent(x) if isinstance(x, (dict, list)) else x for k, x in v.items() if x is not ABSENT}
     if isinstance(v, list):
-        return [_strip_absent(x) for x in v if x is not ABSENT]
+        return [_strip_absent(x) if isinstance(x, (dict, list)) else x for x in v if x is not ABSENT]
     return v
 
 
@@ -350,15 +392,21 @@ def _check_each(c: Check, args: Mapping[str, Any], world: World) -> Mapping[str,
 
 def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     """Run the tool's ops atomically: all of them or, on an error, none."""
-    sp = world.savepoint()
+    # Each op changes the world whole or not at all (it raises before it writes), so what
+    # an error must undo is the writes of the ops before it: the savepoint is taken before
+    # the first write that has an op after it, and a tool that only reads takes none.
+    sp: Savepoint | None = None
+    last = len(tool.ops) - 1
     result: Any = None
     have_result = False
     created: Any = None
     updated: Any = None
     deleted: Any = None
     try:
-        for op in tool.ops:
+        for i, op in enumerate(tool.ops):
             s = op.spec
+            if sp is None and i < last and op.kind in _WRITES:
+                sp = world.savepoint()
             if op.kind == "get":
                 key = resolve(s["key"], args)
                 row = None if key is ABSENT else world.get(s["table"], key)
@@ -388,21 +436,21 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
                 deleted = world.delete(s["table"], key)
             elif op.kind == "respond":
                 result, have_result = _strip_absent(resolve(s.get("value"), args)), True
-    except NotFound as e:
-        world.rollback(sp)
-        return ToolResult(False, error=404, message=str(e))
-    except Conflict as e:
-        world.rollback(sp)
-        return ToolResult(False, error=409, message=str(e))
-    except DataError as e:
-        world.rollback(sp)
-        return ToolResult(False, error=500, message=str(e))
+    except (NotFound, Conflict, DataError) as e:
+        if sp is not None:
+            world.rollback(sp)
+        code = 404 if isinstance(e, NotFound) else 409 if isinstance(e, Conflict) else 500
+        return ToolResult(False, error=code, message=str(e))
     if have_result:
         return ToolResult(True, value=result)
     # no read or respond: the row the tool created (the agent needs its new key), else the
     # one it updated, else the one it deleted
     written = next((r for r in (created, updated, deleted) if r is not None), None)
     return ToolResult(True, value=copy_row(written) if written is not None else None)
+
+
+# the ops that write: an error after one of them undoes its writes
+_WRITES = frozenset({"create", "update", "delete"})
 
 
 class DataError(Exception):

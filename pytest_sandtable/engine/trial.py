@@ -62,23 +62,35 @@ def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
     return int.from_bytes(h[:4], "big")
 
 
-_Parts = tuple[list[ToolSpec], DisclosureScanner, dict[str, list[Invariant]]]
-_PARTS: dict[int, tuple[Domain, _Parts]] = {}
+class _DomainParts:
+    """What every trial of a domain shares, made on its first trial in the process (kept
+    here, not in the domain, which the domain cache pickles): the tool specs, the
+    disclosure scanner, the call rules by the tool they are about (so a call checks only
+    its own rules), the system prompt, the soft rules and whether any rule is pending."""
 
+    __slots__ = ("domain", "pending_rules", "rules", "scanner", "soft", "system_prompt", "tools")
 
-def _domain_parts(domain: Domain) -> _Parts:
-    """What every trial of a domain shares: tool specs, the disclosure scanner, and the
-    call rules by the tool they are about (so a call checks only its own rules)."""
-    hit = _PARTS.get(id(domain))
-    if hit is None or hit[0] is not domain:
-        specs = [ToolSpec(t.name, t.description, t.input_schema()) for t in domain.tools.values()]
-        rules: dict[str, list[Invariant]] = {}
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.tools = [ToolSpec(t.name, t.description, t.input_schema()) for t in domain.tools.values()]
+        self.scanner = DisclosureScanner(domain)
+        self.rules: dict[str, list[Invariant]] = {}
         for inv in domain.invariants:
             if inv.tool is not None:
-                rules.setdefault(inv.tool, []).append(inv)
-        hit = (domain, (specs, DisclosureScanner(domain), rules))
-        _PARTS[id(domain)] = hit
-    return hit[1]
+                self.rules.setdefault(inv.tool, []).append(inv)
+        self.system_prompt = domain.system_prompt()
+        self.soft = [inv for inv in domain.invariants if inv.soft]
+        self.pending_rules = any(inv.pending for inv in domain.invariants)
+
+
+_PARTS: dict[int, _DomainParts] = {}
+
+
+def _domain_parts(domain: Domain) -> _DomainParts:
+    hit = _PARTS.get(id(domain))
+    if hit is None or hit.domain is not domain:
+        hit = _PARTS[id(domain)] = _DomainParts(domain)
+    return hit
 
 
 def apply_given(world: World, task: Task) -> None:
@@ -101,7 +113,8 @@ class _Trial:
         self.info = info
         self.handlers = HandlerState(domain, task, info.seed)  # seed and clock of `handler:` tools
         self.world = World(seed_for(domain))
-        self.tools, self.scanner, self.rules = _domain_parts(domain)
+        self.parts = parts = _domain_parts(domain)
+        self.tools, self.scanner, self.rules = parts.tools, parts.scanner, parts.rules
         self.calls: list[dict[str, Any]] = []
         self.faults = TrialFaults.for_task(task, info.seed)
         # the latency of the call just made, waited out after the lock (see call_tool)
@@ -290,7 +303,7 @@ class _Dialogue:
         self.agent = agent
         self.user = user
         self.deadline = deadline
-        self.system_prompt = t.domain.system_prompt()
+        self.system_prompt = t.parts.system_prompt
         self.runtime: list[Check] = []
         self.error: str | None = None
         self.ended_by = ""
@@ -299,6 +312,7 @@ class _Dialogue:
         self.agent_usage, self.user_usage = Usage(), Usage()
         self.agent_state: dict[str, Any] = {}
         self.user_state: dict[str, Any] = {}
+        self.script = [line.say for line in t.task.user.script]  # each user turn gets a copy
 
     async def run(self) -> None:
         """The user speaks first; then the agent and the user take turns until the
@@ -357,7 +371,7 @@ class _Dialogue:
             persona=spec.persona,
             instructions=spec.instructions,
             opening=spec.opening,
-            script=[line.say for line in spec.script],
+            script=list(self.script),
             trial=self.t.info,
             state=self.user_state,
             handed_off=self.t.handed_off,
@@ -497,6 +511,8 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
 
 def _soft_rules(t: _Trial) -> dict[str, dict[str, Any]]:
     """Each soft rule: its tool, whether it applied (the trial tried that tool) and whether it was broken."""
+    if not t.parts.soft:
+        return {}
     attempted = {c["tool"] for c in t.calls}
     broken = {v.invariant for v in t.violations if v.soft}
     return {
@@ -505,8 +521,7 @@ def _soft_rules(t: _Trial) -> dict[str, dict[str, Any]]:
             "applied": inv.tool is None or inv.tool in attempted,
             "broken": inv.id in broken,
         }
-        for inv in t.domain.invariants
-        if inv.soft
+        for inv in t.parts.soft
     }
 
 
@@ -636,7 +651,7 @@ async def _graded_trial(
         verdict=verdict,
         tags=list(task.tags),
         shared_tags=[tag for tag in task.tags if tag in domain.shared_tags],
-        pending=domain.pending_for(task),
+        pending=domain.pending_for(task) if task.pending or t.parts.pending_rules else [],
         critical=task.critical,
         error=error,
         ended_by=talk.ended_by,

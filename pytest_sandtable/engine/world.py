@@ -4,13 +4,14 @@ per-trial overlay of what the trial changed.
 Starting a trial copies nothing: a fresh :class:`World` is an empty overlay
 over the shared :class:`Seed`. Reads look in the overlay first; writes put a
 new row dict into the overlay (seed rows are never mutated). Equality lookups
-on large tables use hash indexes built once per seed and field, so a tool that
+on tables use hash indexes built once per seed and field, so a tool that
 lists `loads where origin = X` costs what it matches, not the table's size.
 """
 
 from __future__ import annotations
 
 import copy
+import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -18,21 +19,31 @@ from typing import Any
 from ..domain.conditions import as_number, is_operator_object, row_matches
 from ..domain.model import Domain, Table
 
-# tables smaller than this are scanned; an index would cost more than it saves
-_INDEX_MIN_ROWS = 64
+# tables smaller than this are scanned. An index is built once per seed and field and
+# serves every trial after, so it pays for itself on a table of a few rows already (a
+# lookup in it costs less than matching each row); only an empty seed table is scanned
+_INDEX_MIN_ROWS = 1
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def copy_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a row that shares nothing mutable with it. Rows are mostly scalars,
     so this is much cheaper than copy.deepcopy; nested values are deep-copied."""
-    return {k: v if type(v) in _SCALARS else copy.deepcopy(v) for k, v in row.items()}
+    out = dict(row)
+    for v in out.values():
+        if type(v) not in _SCALAR_TYPES:
+            break
+    else:  # scalars only, as most rows are: the plain copy is the whole copy
+        return out
+    return {k: v if type(v) in _SCALAR_TYPES else copy.deepcopy(v) for k, v in out.items()}
 
 
 def norm_key(v: Any) -> Any:
     """Row keys compare like values: 100101, "100101" and 100101.0 are one key."""
+    if type(v) is str:  # most keys, as they are
+        return v
     if isinstance(v, bool):
         return v
     if isinstance(v, float) and v.is_integer():
@@ -200,6 +211,10 @@ class World:
             return None if row is _GONE else row
         return self.seed.tables[table].rows.get(k)
 
+    def untouched(self, table: str) -> bool:
+        """Whether this trial has changed nothing in a table (its rows are the seed's)."""
+        return not self._changed[table]
+
     def count(self, table: str) -> int:
         gone = sum(1 for r in self._changed[table].values() if r is _GONE)
         return len(self.seed.tables[table].rows) + len(self._created[table]) - gone
@@ -227,16 +242,26 @@ class World:
         eq_value: Any = None
         if len(st.rows) >= _INDEX_MIN_ROWS:
             for f, cond in where.items():
-                val = cond["eq"] if is_operator_object(cond) and "eq" in cond else cond
-                if not is_operator_object(val) and _index_key(val) is not None:
+                val = cond
+                if isinstance(cond, dict):  # an operator object's `eq`; nothing else is looked up
+                    if not is_operator_object(cond) or "eq" not in cond:
+                        continue
+                    val = cond["eq"]
+                    if is_operator_object(val):
+                        continue
+                if _index_key(val) is not None:
                     eq_field, eq_value = f, val
                     break
         if eq_field is None:
             out = [r for r in self.rows(table) if row_matches(r, where)]
             return out[:limit] if limit is not None else out
-        # seed candidates from the index, then every row this trial touched
+        # seed candidates from the index (in seed order), then every row this trial touched
+        candidates = st.index(eq_field).get(_index_key(eq_value), ())
+        if not changed:
+            out = [row for row in map(st.rows.__getitem__, candidates) if row_matches(row, where)]
+            return out[:limit] if limit is not None else out
         found: list[tuple[int, dict[str, Any]]] = []
-        for k in st.index(eq_field).get(_index_key(eq_value), ()):
+        for k in candidates:
             if k in changed:
                 continue
             row = st.rows[k]
@@ -247,7 +272,7 @@ class World:
         for k, row in changed.items():
             if row is not _GONE and row_matches(row, where):
                 found.append((st.position[k] if k in st.position else created_pos[k], row))
-        found.sort(key=lambda p: p[0])
+        found.sort(key=_first)
         out = [r for _, r in found]
         return out[:limit] if limit is not None else out
 
@@ -337,12 +362,15 @@ class World:
     # -- transactions -------------------------------------------------------
 
     def savepoint(self) -> Savepoint:
-        """Cheap: the overlay holds only this trial's changes, and rows are replaced, never mutated."""
-        return ({t: dict(c) for t, c in self._changed.items()}, {t: list(c) for t, c in self._created.items()})
+        """Cheap: the overlay holds only this trial's changes, and rows are replaced, never
+        mutated; a table the trial has not changed is left out (it reads as empty)."""
+        changed = {t: dict(c) for t, c in self._changed.items() if c}
+        return changed, {t: list(c) for t, c in self._created.items() if c}
 
     def rollback(self, sp: Savepoint) -> None:
-        self._changed = {t: dict(c) for t, c in sp[0].items()}
-        self._created = {t: list(c) for t, c in sp[1].items()}
+        changed, created = sp
+        self._changed = {t: dict(changed[t]) if t in changed else {} for t in self._changed}
+        self._created = {t: list(created[t]) if t in created else [] for t in self._created}
 
     # -- diff ---------------------------------------------------------------
 
@@ -355,6 +383,8 @@ class World:
         changed: list[dict[str, Any]] = []
         deleted: list[dict[str, Any]] = []
         for table, rows in self._changed.items():
+            if not rows:  # untouched by this trial (a created row is a changed one too)
+                continue
             st = self.seed.tables[table]
             before_rows = base_changed.get(table, {})
             before_new = set(base_created.get(table, ()))
@@ -380,6 +410,9 @@ class World:
         if deleted:
             out["deleted"] = deleted
         return out
+
+
+_first = operator.itemgetter(0)
 
 
 def _changed_fields(old: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

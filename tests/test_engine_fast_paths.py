@@ -1,0 +1,283 @@
+"""The trial's fast paths give what the general paths give: flat arguments copied without
+the walk, the hash index on small tables, savepoints of the tables a trial changed, a
+tool's ops undone from the first write on, disclosure findings kept for texts over an
+unchanged table, a param's JSON Schema validator made once, a clause's plan made once."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import jsonschema
+import pytest
+
+import pytest_sandtable as st
+from pytest_sandtable.domain.conditions import equal, resolve_where, row_matches
+from pytest_sandtable.domain.loader import load_domain_text
+from pytest_sandtable.domain.model import Param
+from pytest_sandtable.engine.api import TrialInfo
+from pytest_sandtable.engine.handlers import HandlerState, run_tool
+from pytest_sandtable.engine.rules import DisclosureScanner
+from pytest_sandtable.engine.tools import ArgError, _Plain, _validate_structured, coerce_args, plain_arguments
+from pytest_sandtable.engine.trial import _Trial
+from pytest_sandtable.engine.world import World, seed_for
+
+DOMAIN = """\
+version: 1
+name: yard
+world:
+  trucks:
+    key: truck_id
+    rows:
+      - { truck_id: T-1, depot: Reno, size: 26, note: "2,350 miles" }
+      - { truck_id: T-2, depot: Elko, size: 16 }
+      - { truck_id: T-3, depot: Reno, size: "26" }
+      - { truck_id: 4, depot: reno, size: 26.0 }
+      - { truck_id: T-5, depot: Reno }
+  moves:
+    key: move_id
+    key_format: M-{n}
+    rows: []
+  rates:
+    key: lane
+    rows:
+      - { lane: Reno-Elko, ceiling: 2375 }
+tools:
+  - name: move_and_check
+    params: { truck_id: { type: string }, depot: { type: string } }
+    ops:
+      - create: { table: moves, row: { truck_id: $truck_id, depot: $depot } }
+      - update: { table: trucks, key: $truck_id, set: { depot: $depot } }
+  - name: move_then_read
+    params: { truck_id: { type: string }, lane: { type: string } }
+    ops:
+      - update: { table: trucks, key: $truck_id, set: { depot: Moved } }
+      - get: { table: rates, key: $lane }
+  - name: add_move
+    params: { move_id: { type: string } }
+    ops:
+      - create: { table: moves, row: { move_id: $move_id } }
+  - name: book
+    params:
+      plan: { type: object, properties: { legs: { type: array, items: { type: integer } } } }
+    ops:
+      - respond: { ok: true }
+invariants:
+  - id: ceiling-is-secret
+    kind: never_disclose
+    values: { table: rates, field: ceiling }
+  - id: code-word
+    kind: never_disclose
+    values: [bluebird]
+tasks:
+  - id: t
+    user: { opening: Hi. }
+"""
+
+
+@pytest.fixture(scope="module")
+def domain() -> st.Domain:
+    return load_domain_text(DOMAIN)
+
+
+def fresh(domain: st.Domain) -> World:
+    return World(seed_for(domain))
+
+
+def walked(args: Any) -> tuple[Any, str | None]:
+    walk = _Plain()
+    return walk.arguments(args), walk.problem
+
+
+@pytest.mark.parametrize("args", [
+    {},
+    {"a": "x", "b": 1, "c": 2.5, "d": True, "e": None},
+    {"nan": math.nan, "big": 10**300, "neg": -7},
+])
+def test_flat_arguments_are_copied_as_the_walk_copies_them(args: dict[str, Any]) -> None:
+    copied, problem = plain_arguments(args)
+    want, want_problem = walked(args)
+    assert problem is want_problem is None
+    assert list(copied.items()) == list(want.items()) or (math.isnan(copied["nan"]) and copied.keys() == want.keys())
+    assert copied is not args
+
+
+def test_a_too_long_integer_still_takes_the_walk_and_is_named() -> None:
+    args = {"amount": 10**5000}
+    copied, problem = plain_arguments(args)
+    assert problem == "amount: expected at most 4300 digits in an integer, got more"
+    assert copied == {"amount": "<integer of more than 4300 digits>"}
+    with pytest.raises(ArgError, match=r"^move_id: expected at most 4300 digits in an integer, got more$"):
+        coerce_args(load_domain_text(DOMAIN).tools["add_move"], {"move_id": 10**5000})
+
+
+def test_an_object_argument_is_walked_not_shared() -> None:
+    inner = {"legs": [1, 2]}
+    copied, problem = plain_arguments({"plan": inner})
+    assert (copied, problem) == ({"plan": {"legs": [1, 2]}}, None)
+    assert copied["plan"] is not inner
+
+
+WHERES = [
+    {"depot": "Reno"},
+    {"size": 26},
+    {"size": "26.0"},
+    {"size": {"eq": 26}},
+    {"size": {"eq": 26}, "depot": "Reno"},
+    {"depot": {"in": ["Reno", "Elko"]}},
+    {"truck_id": "4"},
+    {"truck_id": 4.0},
+    {"note": None},
+    {"depot": "Nowhere"},
+    {"any_of": [{"depot": "Elko"}, {"size": 26}]},
+]
+
+
+def test_the_index_finds_what_a_scan_finds_in_table_order_as_the_trial_changes_rows(domain: st.Domain) -> None:
+    rng = random.Random(7)
+    world = fresh(domain)
+    for step in range(60):
+        for where in WHERES:
+            scanned = [r for r in world.rows("trucks") if row_matches(r, where)]
+            assert world.select("trucks", where) == scanned, (step, where)
+            assert world.select("trucks", where, limit=1) == scanned[:1]
+        key = rng.choice(["T-1", "T-2", "T-3", 4, "T-5", f"N-{step % 7}"])
+        what = rng.choice(["update", "delete", "create"])
+        try:
+            if what == "update":
+                depot, size = rng.choice(["Reno", "Elko", "Vegas"]), rng.choice([26, 16])
+                world.update("trucks", key, {"depot": depot, "size": size})
+            elif what == "delete":
+                world.delete("trucks", key)
+            else:
+                world.create("trucks", {"truck_id": key, "depot": rng.choice(["Reno", "Elko"]), "size": 26})
+        except (st.engine.world.NotFound, st.engine.world.Conflict):
+            pass
+
+
+def test_a_savepoint_keeps_only_changed_tables_and_rolls_every_table_back(domain: st.Domain) -> None:
+    world = fresh(domain)
+    start = world.savepoint()
+    assert start == ({}, {})
+    world.update("trucks", "T-1", {"depot": "Elko"})
+    middle = world.savepoint()
+    assert list(middle[0]) == ["trucks"] and middle[1] == {}
+    world.create("moves", {"truck_id": "T-1"})
+    world.delete("rates", "Reno-Elko")
+    world.rollback(middle)
+    assert world.get("trucks", "T-1")["depot"] == "Elko"
+    assert world.count("moves") == 0 and world.get("rates", "Reno-Elko") is not None
+    assert world.diff(start) == {"created": [], "changed": [
+        {"table": "trucks", "key": "T-1", "fields": {"depot": {"before": "Reno", "after": "Elko"}}}]}
+    world.rollback(start)
+    assert world.diff() == {"created": [], "changed": []}
+    assert [world.untouched(t) for t in ("trucks", "moves", "rates")] == [True, True, True]
+
+
+def run(domain: st.Domain, world: World, tool: str, args: dict[str, Any]) -> st.ToolResult:
+    t = domain.tools[tool]
+    return run_tool(t, coerce_args(t, args), world, HandlerState(domain, domain.tasks[0], 1), 0)
+
+
+def test_an_error_after_a_write_undoes_the_write(domain: st.Domain) -> None:
+    world = fresh(domain)
+    result = run(domain, world, "move_and_check", {"truck_id": "T-9", "depot": "Elko"})
+    assert (result.ok, result.error, result.message) == (False, 404, "trucks T-9 not found")
+    assert world.diff() == {"created": [], "changed": []} and world.count("moves") == 0
+    result = run(domain, world, "move_then_read", {"truck_id": "T-1", "lane": "Elko-Reno"})
+    assert (result.ok, result.error, result.message) == (False, 404, "rates Elko-Reno not found")
+    assert world.get("trucks", "T-1")["depot"] == "Reno" and world.untouched("trucks")
+
+
+def test_a_lone_write_that_fails_changes_nothing_and_one_that_succeeds_stays(domain: st.Domain) -> None:
+    world = fresh(domain)
+    assert run(domain, world, "add_move", {"move_id": "M-1"}).value == {"move_id": "M-1"}
+    result = run(domain, world, "add_move", {"move_id": "M-1"})
+    assert (result.ok, result.error, result.message) == (False, 409, "moves M-1 already exists")
+    assert world.diff()["created"] == [{"table": "moves", "key": "M-1", "row": {"move_id": "M-1"}}]
+    result = run(domain, world, "move_and_check", {"truck_id": "T-2", "depot": "Reno"})
+    assert result.value == {"truck_id": "T-2", "depot": "Reno", "move_id": "M-2"}  # the row it created
+    assert [m["key"] for m in world.diff()["created"]] == ["M-1", "M-2"]
+    assert world.get("trucks", "T-2") == {"truck_id": "T-2", "depot": "Reno", "size": 16}
+
+
+def test_a_finding_kept_for_an_unchanged_table_is_not_used_once_the_table_changes(domain: st.Domain) -> None:
+    scanner = DisclosureScanner(domain)
+    text = "Our ceiling on that lane is $2,375, bluebird."
+    found = [(inv.id, detail) for inv, detail in scanner.scan(text, fresh(domain))]
+    assert found == [
+        ("ceiling-is-secret", 'agent said rates Reno-Elko ceiling 2375 as "$2,375"'),
+        ("code-word", 'agent said the protected value "bluebird" as "bluebird"'),
+    ]
+    assert [(inv.id, detail) for inv, detail in scanner.scan(text, fresh(domain))] == found  # kept
+    changed = fresh(domain)
+    changed.update("rates", "Reno-Elko", {"ceiling": 2400})
+    assert [inv.id for inv, _ in scanner.scan(text, changed)] == ["code-word"]
+    moved = fresh(domain)
+    moved.create("rates", {"lane": "Elko-Reno", "ceiling": 2375})
+    assert next(d for _, d in scanner.scan(text, moved)) == 'agent said rates Reno-Elko ceiling 2375 as "$2,375"'
+    assert [(inv.id, detail) for inv, detail in scanner.scan(text, fresh(domain))] == found
+
+
+def test_a_structured_argument_is_checked_against_its_schema_on_every_call(domain: st.Domain) -> None:
+    tool = domain.tools["book"]
+    for _ in range(2):
+        with pytest.raises(ArgError, match=r"^plan\.legs\[1\]: 'x' is not of type 'integer'$"):
+            coerce_args(tool, {"plan": {"legs": [1, "x"]}})
+        with pytest.raises(ArgError, match=r"^plan\.legs: 'no' is not of type 'array'$"):
+            coerce_args(tool, {"plan": {"legs": "no"}})
+    assert coerce_args(tool, {"plan": {"legs": ["2"]}}) == {"plan": {"legs": [2]}}
+
+
+def test_an_invalid_schema_raises_on_every_call_as_jsonschema_validate_does() -> None:
+    param = Param("p", "object", schema={"type": "object", "properties": {"a": {"type": 5}}})
+    for _ in range(2):
+        with pytest.raises(jsonschema.SchemaError):
+            _validate_structured(param, {"a": 1})
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("2100", "2100.0", True), (" 7", "7", True), ("1e3", "1000", True), ("abc", "abd", False),
+    ("", "0", False), ("L-1", "L-1", True), ("-1", "-1.0", True), ("x1", "x1.0", False), (10**20, 10**20 + 1, True),
+])
+def test_texts_compare_as_numbers_when_both_are_numbers(a: Any, b: Any, same: bool) -> None:
+    assert equal(a, b) is same
+    assert equal(b, a) is same
+
+
+def test_a_clause_resolves_the_same_each_time_whatever_its_arguments() -> None:
+    where = {"depot": "Reno", "size": 26, "truck_id": "$truck_id", "note": "from $depot", "flag": None,
+             "lane": {"eq": {"table": "rates", "key": "$lane", "field": "ceiling"}},
+             "not": {"depot": "$depot"}}
+    rates = {("rates", "Reno-Elko"): {"lane": "Reno-Elko", "ceiling": 2375}}
+
+    def lookup(table: str, key: Any) -> dict[str, Any] | None:
+        return rates.get((table, key))
+
+    assert resolve_where(where, {"truck_id": "T-1", "depot": "Elko", "lane": "Reno-Elko"}, lookup) == {
+        "depot": "Reno", "size": 26, "truck_id": "T-1", "note": "from Elko", "flag": None,
+        "lane": {"eq": 2375}, "not": {"depot": "Elko"}}
+    assert resolve_where(where, {}, lookup) == {"depot": "Reno", "size": 26, "note": "from ", "flag": None}
+    # an argument that is an operator object is read as one, as it always was
+    assert resolve_where(where, {"truck_id": {"in": ["T-1", "T-2"]}}, lookup)["truck_id"] == {"in": ["T-1", "T-2"]}
+
+
+def test_repeated_trials_of_a_task_give_the_same_results() -> None:
+    domain = st.load_domain("example_domains/freight/sandtable.yaml")
+    agent, user = st.ReferenceAgent(), st.ScriptedUser()
+
+    def plain(r: st.TrialResult) -> dict[str, Any]:
+        d = r.to_dict()
+        d.pop("duration"), d.pop("latency")
+        return d
+
+    for task in domain.tasks:
+        first = plain(st.run_trial(domain, task, agent, user, trial=2, k=3, run_seed=5))
+        again = plain(st.run_trial(domain, task, agent, user, trial=2, k=3, run_seed=5))
+        assert again == first, task.id
+
+
+def test_a_trial_checks_only_its_own_tools_rules(domain: st.Domain) -> None:
+    t = _Trial(domain, domain.tasks[0], TrialInfo("yard", "t", 1, 1, 1))
+    assert t.rules == {} and [inv.id for inv in t.scanner.rules] == ["ceiling-is-secret", "code-word"]
