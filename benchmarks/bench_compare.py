@@ -1,13 +1,16 @@
 """``compare`` on two runs of 20,000 trials each: seconds and peak memory.
 
-Generates two results.json files into a temporary folder (the default: 2,500 tasks x
-8 trials, 10 tags, each trial with a short transcript, two tool calls and its checks,
-the second run with a few hundred tasks moved), then runs the real command
+Generates, in a process of its own, two results.json files into a temporary folder
+(the default: 2,500 tasks x 8 trials, 10 tags, each trial with a short transcript, two
+tool calls and its checks, the second run with a few hundred tasks moved), then runs
+the real command
 ``python -m pytest_sandtable compare A B --format F`` in a subprocess for each format,
-``--repeat`` times, printing the wall time of each run, the median, and the
-subprocess's peak resident memory (``ru_maxrss``). Reading and checking the files
-against the JSON Schema is part of the time, as it is for a user; the time of
-:func:`~pytest_sandtable.report.compare.compare` alone is printed apart.
+``--repeat`` times, printing the wall time of each run, the median wall and CPU time
+(user + system), and the largest peak resident memory of the runs (each one's own
+``ru_maxrss``, from ``os.wait4``). Reading and checking the files against the JSON
+Schema is part of the time, as it is for a user; reading both files
+(:func:`~pytest_sandtable.report.compare.read_runs`) and
+:func:`~pytest_sandtable.report.compare.compare` alone are timed apart, in-process.
 
     python benchmarks/bench_compare.py [--tasks 2500] [--k 8] [--repeat 3]
 """
@@ -16,13 +19,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_regrade import run_measured
 
 from pytest_sandtable.engine.results import Check, TrialResult
 from pytest_sandtable.report.results_json import RunMeta, build_results, write_run
@@ -68,53 +72,51 @@ def write(folder: Path, ts: list[TrialResult], k: int) -> Path:
     return folder / "results.json"
 
 
-def timed(argv: list[str]) -> tuple[float, int]:
-    """Wall seconds and the peak RSS in KiB of one command in a fresh subprocess."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr}")
-    # ru_maxrss of children is the largest of any child so far: compare needs more than the
-    # generator's earlier children, which this script does not start
-    return seconds, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=2500)
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--generate-into", metavar="DIR", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate_into:
+        generate(Path(args.generate_into), args.tasks, args.k)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        a = write(Path(tmp) / "a", trials(args.tasks, args.k, seed=1, shift=0), args.k)
-        b = write(Path(tmp) / "b", trials(args.tasks, args.k, seed=2, shift=args.tasks // 10), args.k)
-        print(f"generated 2 x {args.tasks * args.k:,} trials ({args.tasks:,} tasks x {args.k}) in "
-              f"{time.perf_counter() - start:.1f} s; files {a.stat().st_size / 1e6:.1f} MB and "
-              f"{b.stat().st_size / 1e6:.1f} MB")
-
-        from pytest_sandtable.report.compare import RunDoc, compare
-        from pytest_sandtable.report.results_json import read_results
-
-        start = time.perf_counter()
-        docs = [read_results(a), read_results(b)]
-        read = time.perf_counter() - start
-        start = time.perf_counter()
-        cmp = compare(RunDoc("a", str(a), docs[0]), RunDoc("b", str(b), docs[1]))
-        print(f"in-process: read_results both {read:.2f} s; compare() {time.perf_counter() - start:.2f} s "
-              f"({sum(t.beyond_chance == 'regressed' for t in cmp.tasks)} tasks regressed beyond chance, "
-              f"{len(cmp.tags)} tags)")
-
+        # in a process of its own: this one's size would count in the measured children's
+        # peak (a forked child has the parent's pages until its exec, and Linux keeps that
+        # high-water mark in the child's ru_maxrss)
+        subprocess.run([sys.executable, __file__, "--generate-into", tmp, "--tasks", str(args.tasks),
+                        "--k", str(args.k)], check=True)
+        a, b = Path(tmp) / "a" / "results.json", Path(tmp) / "b" / "results.json"
         for fmt in ("terminal", "markdown", "json"):
             argv = [sys.executable, "-m", "pytest_sandtable", "compare", str(a), str(b), "--format", fmt]
-            runs = [timed(argv) for _ in range(args.repeat)]
-            secs = [s for s, _ in runs]
-            peak = max(m for _, m in runs)
-            print(f"compare --format {fmt:8}: " + ", ".join(f"{s:.2f}" for s in secs)
-                  + f" s; median {statistics.median(secs):.2f} s; peak RSS {peak / 1024:.0f} MiB")
+            # run elsewhere than the repository: `-m` puts the current folder first on sys.path
+            measured = [run_measured(argv, Path(tmp)) for _ in range(args.repeat)]
+            print(f"compare --format {fmt:8}: " + ", ".join(f"{m[0]:.2f}" for m in measured)
+                  + f" s; median {statistics.median(m[0] for m in measured):.2f} s, "
+                  f"CPU {statistics.median(m[1] for m in measured):.2f} s; "
+                  f"peak RSS {max(m[2] for m in measured):.0f} MiB")
 
+        from pytest_sandtable.report.compare import compare, read_runs
+
+        start, cpu = time.perf_counter(), time.process_time()
+        runs = read_runs([str(a), str(b)])
+        read, read_cpu = time.perf_counter() - start, time.process_time() - cpu
+        start = time.perf_counter()
+        cmp = compare(*runs)
+        print(f"in-process: read_runs both {read:.2f} s (CPU {read_cpu:.2f} s); compare() "
+              f"{time.perf_counter() - start:.2f} s ({sum(t.beyond_chance == 'regressed' for t in cmp.tasks)} "
+              f"tasks regressed beyond chance, {len(cmp.tags)} tags)")
+
+
+def generate(folder: Path, tasks: int, k: int) -> None:
+    """The two runs, as folder/a/results.json and folder/b/results.json."""
+    start = time.perf_counter()
+    a = write(folder / "a", trials(tasks, k, seed=1, shift=0), k)
+    b = write(folder / "b", trials(tasks, k, seed=2, shift=tasks // 10), k)
+    print(f"generated 2 x {tasks * k:,} trials ({tasks:,} tasks x {k}) in {time.perf_counter() - start:.1f} s; "
+          f"files {a.stat().st_size / 1e6:.1f} MB and {b.stat().st_size / 1e6:.1f} MB")
 
 if __name__ == "__main__":
     main()

@@ -378,3 +378,41 @@ def test_the_github_actions_example_runs_on_the_freight_example(tmp_path: Path) 
     baseline = {t["task"]: t for t in read_results(tmp_path / "baseline")["tasks"]}
     assert fixed and all(baseline[name.removesuffix(" (critical)")]["verdict"] != "passed" for name in fixed)
     assert all(after == "4/4" for _, after, _ in fixed.values())
+
+
+# -- read a trial at a time, each kept light ------------------------------------------------------
+
+
+def test_runs_read_light_compare_as_the_whole_documents_do(tmp_path: Path) -> None:
+    """``read_runs`` keeps of each trial only what a comparison reads: every rendering is
+    the same as of the documents read whole, in both the writer's layout (read a trial at
+    a time) and another (read whole)."""
+    from pytest_sandtable.report.compare import as_json, leaderboard, light_trial, markdown, read_runs, terminal_lines
+
+    plans = [{"a": (8, 8), "b": (4, 8), "c": (2, 4, 2)}, {"a": (2, 8), "b": (4, 8), "c": (0, 0, 6)},
+             {"a": (5, 8), "b": (8, 8), "d": (1, 8)}]
+    paths = [write(tmp_path / f"r{i}", trials_for(plan, critical=["b"], tags={"a": ["deals"]}, agent=f"v{i}",
+                                                   fail_check="{task}-check"))
+             for i, plan in enumerate(plans)]
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(read_results(paths[2]), indent=2), encoding="utf-8")
+    paths.append(pretty)
+    light = read_runs([str(p) for p in paths])
+    whole = [RunDoc(r.label, r.path, read_results(r.path)) for r in light]
+    assert [len(r.doc["trials"]) for r in light] == [len(r.doc["trials"]) for r in whole] == [22, 22, 24, 24]
+    assert light[0].doc["trials"][12] == {
+        "domain": "freight", "task": "b", "trial": 5, "verdict": "failed", "critical": True, "tags": [],
+        "shared_tags": [], "checks": [{"kind": "state", "id": "b-check", "passed": False,
+                                       "detail": "b trial 5 went wrong"}]}
+    assert light[0].doc["trials"][12] == light_trial(whole[0].doc["trials"][12])
+    assert {k: v for k, v in light[0].doc.items() if k != "trials"} == {
+        k: v for k, v in whole[0].doc.items() if k != "trials"}
+
+    def rendered(runs: list[RunDoc]) -> tuple[Any, ...]:
+        cmps = [compare(runs[0], r) for r in runs[1:]]
+        checks = [regression_checks(c, 5.0) for c in cmps]
+        board = leaderboard(runs)
+        return (as_json(runs, cmps, checks, board, 5.0), markdown(runs, cmps, checks, board),
+                terminal_lines(runs, cmps, checks, board))
+
+    assert rendered(light) == rendered(whole)

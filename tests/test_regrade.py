@@ -318,3 +318,63 @@ def test_a_trial_whose_record_is_inconsistent(here: Path, capsys: pytest.Capture
     assert regrade(capsys, "run", "-o", "regraded")[::2] == (2, [
         "error: cannot regrade desk/book trial 3: its record is inconsistent (IndexError: list index out of range)",
     ])
+
+
+# -- read, regraded and written one trial at a time -----------------------------------------------
+
+
+def test_the_files_are_those_the_regraded_trials_make_when_written_whole(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trials are spooled as they are regraded and the files written from the spool:
+    byte for byte what the writer makes of the same trials and run held in memory."""
+    make_run(here)
+    name = edited(here, "    arg: rate\n", "    arg: rate\n    soft: true\n")
+    assert regrade(capsys, "run", name, "-o", "regraded")[0] == 1
+    after = read_results(here / "regraded")
+    meta = RunMeta(domains=after["run"]["domains"], agent="desk", user="scripted", k=3, run_seed=0,
+                   command="regrade")
+    whole = build_results(after["trials"], meta)
+    whole["run"] = after["run"]
+    write_run(whole, here / "whole")
+    for file in ("results.json", "report.html"):
+        assert (here / "whole" / file).read_bytes() == (here / "regraded" / file).read_bytes()
+
+
+def test_a_results_file_in_another_layout_regrades_the_same(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run(here)
+    (here / "pretty").mkdir()
+    (here / "pretty" / "results.json").write_text(json.dumps(read_results(run), indent=2), encoding="utf-8")
+    name = edited(here, "    arg: rate\n", "    arg: rate\n    soft: true\n")
+    first = regrade(capsys, "run", name, "-o", "regraded")
+    again = regrade(capsys, "pretty", name, "-o", "regraded2")
+    assert (first[0], first[1][0], first[2]) == (again[0], again[1][0], again[2])
+    one, two = read_results(here / "regraded"), read_results(here / "regraded2")
+    assert (one["trials"], one["summary"], one["gate"]) == (two["trials"], two["summary"], two["gate"])
+    assert two["run"]["regraded"]["from"] == "pretty"
+    assert two["run"]["regraded"]["from_sha256"] == hashlib.sha256(
+        (here / "pretty" / "results.json").read_bytes()).hexdigest()
+
+
+def test_a_bad_trial_in_the_writers_layout_is_named_with_its_field(
+    here: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run(here)
+    text = (run / "results.json").read_text(encoding="utf-8")
+    assert text.count('"verdict": "failed"') == 2
+    (run / "results.json").write_text(text.replace('"verdict": "failed"', '"verdict": "maybe"', 1), encoding="utf-8")
+    assert regrade(capsys, "run", "-o", "regraded") == (2, [], [
+        "error: run/results.json: does not match the results schema 1.3 (1 problem):",
+        "  trials[1].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']",
+    ])
+    assert not (here / "regraded").exists()
+
+
+def test_a_trial_refused_in_the_writers_layout_leaves_nothing(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run(here)
+    text = (run / "results.json").read_text(encoding="utf-8")
+    (run / "results.json").write_text(text.replace('"status": "booked"}', '"status": "held"}', 1), encoding="utf-8")
+    code, _, err = regrade(capsys, "run", "-o", "out/regraded")
+    assert (code, len(err)) == (2, 1)
+    assert err[0].startswith("error: cannot regrade desk/book trial 1: call 2 book_load gives result")
+    assert sorted(p.name for p in here.iterdir()) == ["run", "sandtable.yaml"]

@@ -10,12 +10,15 @@ the simulated user was given changed, or a trial does not replay to what it reco
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .exits import EXIT_ERROR
 from .runs import _all_tasks_flag, _err, _merge_exit_code, _out, _prices, _summary_lines
+
+if TYPE_CHECKING:
+    from ..report.regrade import DomainFiles, Regraded
 
 __all__ = ["add_subcommands"]
 
@@ -45,17 +48,20 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _regrade(args: argparse.Namespace) -> int:
-    """Regrade, write, and print what changed and the summary; every refusal is one line."""
+    """Regrade, write, and print what changed and the summary; every refusal is one line.
+    The trials are read, regraded and written one at a time (``report.reading``, a
+    spool), so memory does not grow with them."""
     from ..report.prices import PricesError
+    from ..report.reading import open_results
     from ..report.regrade import RegradeError, domain_files, regrade_run
-    from ..report.results_json import ResultsError, read_results, write_run
+    from ..report.results_json import ResultsError
     from ..report.safe import scrub_text, secret_values
 
     try:
         prices = _prices(args.prices)
-        doc = read_results(args.file)
-        files = domain_files(doc, args.file, args.domains, Path.cwd())
-        regraded = regrade_run(doc, args.file, files, prices=prices)
+        with open_results(args.file) as stored:
+            files = domain_files(stored.doc, args.file, args.domains, Path.cwd())
+            regraded = regrade_run(stored, files, prices=prices, spool_in=_existing_folder(Path(args.out)))
     except PricesError as e:
         return _err(f"--prices: {e}")
     except ResultsError as e:
@@ -66,23 +72,40 @@ def _regrade(args: argparse.Namespace) -> int:
         for line in e.problems:
             _err(scrub_text(line, secrets))
         return EXIT_ERROR
+    with regraded:
+        return _written(regraded, files, args)
+
+
+def _written(regraded: Regraded, files: Sequence[DomainFiles], args: argparse.Namespace) -> int:
+    """Write the regraded run's files, then print what changed and the summary."""
+    from ..report.results_json import write_run
+
     try:
-        write_run(regraded, args.out)
+        write_run(regraded.results, args.out)
     except OSError as e:
         return _err(f"cannot write the regraded results: {e}")
-    summary = _summary_lines(regraded, f"sandtable: results in {args.out}", args.all_tasks)
-    _out([_changed_line(doc, regraded, files), *summary])
-    return _merge_exit_code(regraded)
+    summary = _summary_lines(regraded.results, f"sandtable: results in {args.out}", args.all_tasks)
+    _out([_changed_line(regraded, files), *summary])
+    return _merge_exit_code(regraded.results)
 
 
-def _changed_line(before: Mapping[str, Any], after: Mapping[str, Any], files: Any) -> str:
+def _existing_folder(out: Path) -> Path | None:
+    """Where the spool file goes: the output folder, or the nearest folder above it that
+    exists (a refused regrade creates nothing); None (the system's temporary folder)
+    when none does."""
+    for folder in (out, *out.absolute().parents):
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def _changed_line(regraded: Regraded, files: Sequence[DomainFiles]) -> str:
     """``sandtable: regraded 40 trials of freight against sandtable.yaml: 3 verdicts changed (...)``."""
     from ..report.fmt import plural
-    from ..report.regrade import verdict_changes
 
     against = ", ".join(f"{d.name} against {d.path}" for d in files)
-    changes = verdict_changes(before, after)
+    changes = regraded.changes
     total = sum(changes.values())
     how = ", ".join(f"{n} {a} → {b}" for (a, b), n in sorted(changes.items()))
     what = f"{plural(total, 'verdict')} changed ({how})" if total else "no verdict changed"
-    return f"sandtable: regraded {plural(len(after['trials']), 'trial')} of {against}: {what}"
+    return f"sandtable: regraded {plural(len(regraded.results['trials']), 'trial')} of {against}: {what}"

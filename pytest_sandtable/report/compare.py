@@ -16,8 +16,8 @@ drop given) overall pass^k falling by more than that many points.
 
 The renderers (:func:`terminal_lines`, :func:`markdown`, :func:`as_json`) return text
 and documents; nothing here prints, and the only I/O is reading results files through
-:func:`~pytest_sandtable.report.results_json.read_results` (:func:`read_runs`). The
-methods, and why, are in docs/ci.md.
+:func:`~pytest_sandtable.report.reading.open_results` (:func:`read_runs`: one trial at a
+time, each kept as light as a comparison needs). The methods, and why, are in docs/ci.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from tabulate import tabulate
 
 from .fmt import format_cost, number, one_line, pct, pct_range, plural, points, secs
 from .gates import GateCheck
-from .results_json import RESULTS_FILE, read_results
+from .reading import open_results
+from .results_json import RESULTS_FILE
 from .stats import Interval, bootstrap_differences, bootstrap_intervals, fisher_greater, fisher_less, pass_hat
 from .summary import task_verdict
 
@@ -48,6 +49,7 @@ __all__ = [
     "compare_all",
     "headline",
     "leaderboard",
+    "light_trial",
     "markdown",
     "p_value",
     "parse_alpha",
@@ -299,11 +301,32 @@ class LeaderRow:
 
 
 def read_runs(paths: Sequence[str]) -> list[RunDoc]:
-    """Read each results.json (or run folder), labelled for tables (see :func:`labels`).
-    Raises :class:`~pytest_sandtable.report.results_json.ResultsError` naming the file:
+    """Read each results.json (or run folder), labelled for tables (see :func:`labels`),
+    its trials read one at a time and kept as :func:`light_trial` has them. Raises
+    :class:`~pytest_sandtable.report.results_json.ResultsError` naming the file:
     missing, unreadable, not a results.json, or of another schema major version."""
-    docs = [(p, read_results(p)) for p in paths]
+    docs = [(p, _read_light(p)) for p in paths]
     return [RunDoc(label, p, doc) for (p, doc), label in zip(docs, labels(docs), strict=True)]
+
+
+# what a comparison reads of a trial (_tasks_of); the transcript, calls and diff are most of it
+_COMPARED = ("domain", "task", "trial", "verdict", "critical", "tags", "shared_tags")
+
+
+def light_trial(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored trial with only what a comparison reads: who it is, its verdict, tags
+    and critical flag, and its failed checks (the failure modes); a few hundred bytes
+    in place of a transcript's kilobytes."""
+    light = {name: trial[name] for name in _COMPARED if name in trial}
+    light["checks"] = [c for c in trial.get("checks") or [] if not c.get("passed")]
+    return light
+
+
+def _read_light(path: str) -> dict[str, Any]:
+    """A checked results.json whose trials are light (:func:`light_trial`), read one at a
+    time when the file is in the layout the writer writes (:mod:`.reading`)."""
+    with open_results(path) as stored:
+        return {**stored.doc, "trials": [light_trial(t) for t in stored.trials()]}
 
 
 def labels(docs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:

@@ -12,6 +12,12 @@ sha256 the run recorded (at its path, or in its git history); then each trial is
 replayed call by call (``engine.trial.regrade_trial``), and a call whose outcome
 differs from the stored one refuses that trial. Every refusal is collected and none is
 written: :class:`RegradeError` holds one line per refusal.
+
+The trials are read from results.json one at a time (:mod:`.reading`), twice: once for
+the tasks that have trials (what is compared), then to be regraded, each handed to a
+:class:`~pytest_sandtable.report.spool.TrialSpool` as a run's trials are, so that
+memory holds only what the summary reads of each, and results.json and report.html are
+written from the spool as a run writes them.
 """
 
 from __future__ import annotations
@@ -26,18 +32,20 @@ from typing import Any, cast
 
 from ..domain.model import Domain, ScriptLine, Task, Tool
 from ..engine.results import ERRORED, TrialResult
-from .results_json import RESULTS_FILE, RunMeta, build_results, iso_utc, trials_of
+from .reading import StoredRun
+from .results_json import RunMeta, build_spooled, iso_utc
+from .spool import TrialSpool
 from .types import Results
 
 __all__ = [
     "MAX_TRIAL_LINES",
     "DomainFiles",
     "RegradeError",
+    "Regraded",
     "changes_given",
     "domain_files",
     "find_original",
     "regrade_run",
-    "verdict_changes",
 ]
 
 MAX_TRIAL_LINES = 20
@@ -246,65 +254,111 @@ def _regraded(t: TrialResult, domain: Domain, references: dict[str, TrialResult 
     return regrade_trial(domain, task, t, references[t.task])
 
 
-def _regrade_trials(trials: Sequence[TrialResult], domains: Mapping[str, DomainFiles]) -> list[TrialResult]:
+def _regrade_trials(trials: Iterable[dict[str, Any]], domains: Mapping[str, DomainFiles],
+                    spool: TrialSpool) -> dict[tuple[str, str], int]:
+    """Regrade each stored trial into ``spool``, one at a time; returns how many went
+    from one verdict to another (``(before, after) -> count``). Raises
+    :class:`RegradeError` with every trial refused (then the spool is not whole)."""
     from ..engine.trial import NotReproducible
 
-    out: list[TrialResult] = []
+    changes: dict[tuple[str, str], int] = {}
     refused: list[str] = []
     references: dict[str, dict[str, TrialResult | None]] = {name: {} for name in domains}
-    for t in trials:
+    for stored in trials:
+        t = TrialResult.from_dict(stored)
         files = domains.get(t.domain)
         if files is None:
             refused.append(f"cannot regrade {_trial_name(t)}: its domain is not in run.domains")
             continue
         try:
-            out.append(_regraded(t, files.edited, references[t.domain]))
+            new = _regraded(t, files.edited, references[t.domain])
         except (NotReproducible, ValueError) as e:
             refused.append(f"cannot regrade {_trial_name(t)}: {e}")
+            continue
         except (KeyError, IndexError, TypeError) as e:  # a transcript entry naming a call that is not there
             refused.append(f"cannot regrade {_trial_name(t)}: its record is inconsistent "
                            f"({type(e).__name__}: {e})")
+            continue
+        if refused:  # nothing will be written: the rest are only checked
+            continue
+        spool.add(new)
+        if new.verdict != t.verdict:
+            changes[(t.verdict, new.verdict)] = changes.get((t.verdict, new.verdict), 0) + 1
     if refused:
         shown = refused[:MAX_TRIAL_LINES]
         if len(refused) > len(shown):
             shown.append(f"... and {len(refused) - len(shown)} more trials cannot be regraded")
         raise RegradeError(shown)
-    return out
+    return changes
 
 
 # --------------------------------------------------------------------------- the run
 
 
-def _tasks_with_trials(trials: Iterable[TrialResult], domain: str) -> dict[str, bool]:
-    tasks: dict[str, bool] = {}
+@dataclass
+class Regraded:
+    """A regraded run: its results document (whose trials are read from ``spool``, so
+    write it before closing this) and how many trials went from one verdict to
+    another (``(before, after) -> count``)."""
+
+    results: Results
+    changes: dict[tuple[str, str], int]
+    spool: TrialSpool
+
+    def close(self) -> None:
+        """Delete the spool file (the results' trials can no longer be read)."""
+        self.spool.close()
+
+    def __enter__(self) -> Regraded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tasks_with_trials(trials: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+    """For each domain, the id of each task with trials, and whether the reference agent played one."""
+    tasks: dict[str, dict[str, bool]] = {}
     for t in trials:
-        if t.domain == domain:
-            tasks[t.task] = tasks.get(t.task, False) or t.agent == "reference"
+        of = tasks.setdefault(t["domain"], {})
+        of[t["task"]] = of.get(t["task"], False) or t["agent"] == "reference"
     return tasks
 
 
 def regrade_run(
-    doc: Mapping[str, Any],
-    source: str | os.PathLike[str],
+    stored: StoredRun,
     domains: Sequence[DomainFiles],
     *,
     prices: Mapping[str, Mapping[str, float]] | None = None,
-) -> Results:
-    """The results document of ``doc``'s trials graded against the edited domains
-    (``source`` is the results.json they came from). Raises :class:`RegradeError` with
+    spool_in: Path | None = None,
+) -> Regraded:
+    """``stored``'s trials graded against the edited domains, read and regraded one at
+    a time into a :class:`~pytest_sandtable.report.spool.TrialSpool` (its file in
+    ``spool_in``; the system's temporary folder when None), so that memory holds only
+    what the summary reads of each, as during a run. Raises :class:`RegradeError` with
     every refusal: a field given to the agent or user that changed, a trial that does
     not replay; nothing is half done."""
-    trials = trials_of(doc)
-    by_name = {d.name: d for d in domains}
     problems: list[str] = []
+    tasks = _tasks_with_trials(stored.trials())
     for d in domains:
-        where = d.path
         problems += [f"cannot regrade {d.name}: {line}" for line in
-                     changes_given(d.original, d.edited, _tasks_with_trials(trials, d.name), where)]
+                     changes_given(d.original, d.edited, tasks.get(d.name, {}), d.path)]
     if problems:
         raise RegradeError(problems)
-    regraded = _regrade_trials(trials, by_name)
-    run = doc["run"]
+    spool = TrialSpool(spool_in)
+    try:
+        changes = _regrade_trials(stored.trials(), {d.name: d for d in domains}, spool)
+        results = _results(spool, stored, domains, prices)
+    except BaseException:
+        spool.close()
+        raise
+    return Regraded(results, changes, spool)
+
+
+def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles],
+             prices: Mapping[str, Mapping[str, float]] | None) -> Results:
+    """The document of the regraded trials, under the run's metadata and gate options."""
+    run = stored.doc["run"]
     options = run.get("options") or {}
     meta = RunMeta(
         domains=list(run["domains"]), agent=run["agent"], user=run["user"], k=run["k"], run_seed=run["run_seed"],
@@ -312,38 +366,17 @@ def regrade_run(
         shards=run.get("shards"), command="regrade", collection_errors=run.get("collection_errors"),
         stopped_early=run.get("stopped_early"),
     )
-    results = build_results(regraded, meta, fail_under=options.get("fail_under"),
+    results = build_spooled(spool, meta, fail_under=options.get("fail_under"),
                             floors=options.get("floors") or {}, prices=prices)
     # the schema's optional `run.regraded` (1.2), which RunMeta does not write
     cast(dict[str, Any], results["run"])["regraded"] = {
-        "from": str(source),
-        "from_sha256": _file_sha256(source),
+        "from": str(stored.source),
+        "from_sha256": stored.sha256,
         "domains": [{"name": d.name, "path": d.path.replace(os.sep, "/"), "sha256": d.edited.sha256}
                     for d in domains],
         "at": iso_utc(),
     }
     return results
-
-
-def _file_sha256(source: str | os.PathLike[str]) -> str:
-    p = Path(source)
-    if p.is_dir():
-        p = p / RESULTS_FILE
-    try:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
-def verdict_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[tuple[str, str], int]:
-    """How many trials went from one verdict to another: ``(before, after) -> count``."""
-    old = {(t["domain"], t["task"], t["trial"]): t["verdict"] for t in before.get("trials", [])}
-    changes: dict[tuple[str, str], int] = {}
-    for t in after.get("trials", []):
-        was = old.get((t["domain"], t["task"], t["trial"]))
-        if was is not None and was != t["verdict"]:
-            changes[(was, t["verdict"])] = changes.get((was, t["verdict"]), 0) + 1
-    return changes
 
 
 # --------------------------------------------------------------------------- the files
