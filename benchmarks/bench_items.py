@@ -11,8 +11,9 @@ the same number N of trivial tests::
 Each run is repeated ``--repeat`` times, the two kinds alternating; for each it
 prints the test-loop time (first item to last, measured inside pytest by a small
 timing conftest.py) and the whole process's, each as wall and CPU time (user +
-system; the steadier figure on a busy machine), their medians per item, and the
-ratios freight / trivial. Nothing is subtracted: the process
+system; the steadier figure on a busy machine), their medians per item and their
+fastest (the run other work on the machine disturbed least), and the ratios
+freight / trivial. Nothing is subtracted: the process
 time includes start-up, collection (for freight: loading the domain) and the
 report, which the per-item figure spreads over N.
 
@@ -99,14 +100,74 @@ def run(folder: Path, args: list[str]) -> tuple[dict[str, float], int]:
     return {"loop": t["loop"], "loop_cpu": t["loop_cpu"], "wall": wall, "cpu": cpu}, int(t["items"])
 
 
+def recorder_cost(domain_file: Path, repeat: int) -> None:
+    """What the recorder costs a trial, apart from pytest and the trial itself: 5 trials
+    of each task (reference agent) are run once, then recorded ``repeat`` rounds over,
+    as ``plugin/artifacts.py`` does, into a fresh spool each round: made portable (the
+    item's makereport: ``report.safe.portable_encoded``) and spooled (logreport:
+    ``TrialSpool.add_stored``), in one process, and with the trial carried through
+    pytest-xdist's serialisation (execnet's) between the two, as on the controller. The
+    fastest round per step is printed, in µs per trial (a code without ``add_stored``,
+    an older commit's, is measured through its own path: ``portable_trial``, then
+    ``TrialSpool.add(TrialResult.from_dict(...))``)."""
+    import execnet.gateway_base as wire
+
+    from pytest_sandtable import ReferenceAgent, ScriptedUser, load_domain, run_trial
+    from pytest_sandtable.engine.results import TrialResult
+    from pytest_sandtable.report import safe
+    from pytest_sandtable.report.spool import TrialSpool
+
+    domain = load_domain(domain_file)
+    trials = [run_trial(domain, task.id, ReferenceAgent(), ScriptedUser(), trial=i, k=5, location="sandtable.yaml:1")
+              for task in domain.tasks for i in range(1, 6)]
+    one_pass = hasattr(TrialSpool, "add_stored")
+
+    def portable(r: TrialResult) -> tuple[dict[str, object], str | None]:
+        return safe.portable_encoded(r) if one_pass else (safe.portable_trial(r), None)
+
+    def spooled(spool: TrialSpool, d: dict[str, object], text: str | None) -> None:
+        if one_pass:
+            spool.add_stored(d, text)
+        else:
+            spool.add(TrialResult.from_dict(d))
+
+    print(f"python {sys.version.split()[0]}; {len(trials)} trials of {len(domain.tasks)} tasks; "
+          f"{'one pass (add_stored)' if one_pass else 'walk (add)'}; fastest of {repeat} rounds, µs per trial")
+    with tempfile.TemporaryDirectory() as d:
+        for hop in (False, True):
+            best = [float("inf"), float("inf")]
+            for _ in range(repeat):
+                spool = TrialSpool(Path(d), secrets=[])
+                took = [0.0, 0.0]
+                for r in trials:
+                    t0 = time.process_time()
+                    data, text = portable(r)
+                    t1 = time.process_time()
+                    if hop:  # what the controller reads: a copy, and no JSON made here
+                        data, text = wire.loads_internal(wire.dumps_internal(data)), None
+                    t2 = time.process_time()
+                    spooled(spool, data, text)
+                    took[0] += t1 - t0
+                    took[1] += time.process_time() - t2
+                spool.close()
+                best = [min(b, x / len(trials) * 1e6) for b, x in zip(best, took, strict=True)]
+            where = "under xdist (worker, controller)" if hop else "in one process"
+            print(f"{where:<34} portable {best[0]:7.1f}   spooled {best[1]:7.1f}   both {sum(best):7.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("domain", type=Path, help="the freight example's sandtable.yaml")
     ap.add_argument("--items", type=int, default=1500, help="about how many items each run has (default 1500)")
     ap.add_argument("--repeat", type=int, default=7, help="runs of each kind (the median is printed)")
+    ap.add_argument("--recorder", action="store_true",
+                    help="instead: the recorder's own cost per trial, in this process (see recorder_cost)")
     a = ap.parse_args()
     if not a.domain.is_file():
         raise SystemExit(f"no such domain file: {a.domain}")
+    if a.recorder:
+        recorder_cost(a.domain, a.repeat)
+        return
     tasks = tasks_in(a.domain)
     k = max(1, round(a.items / tasks))
     n = tasks * k
@@ -141,6 +202,16 @@ def main() -> None:
             m = med[name]
             print(f"{name:<22}{m['loop']:>9.1f} {m['loop_cpu']:>9.1f} {m['wall']:>10.1f} {m['cpu']:>9.1f}")
         f, t = med["freight"], med["trivial"]
+        print(f"{'ratio freight/trivial':<22}{f['loop'] / t['loop']:>9.2f} {f['loop_cpu'] / t['loop_cpu']:>9.2f} "
+              f"{f['wall'] / t['wall']:>10.2f} {f['cpu'] / t['cpu']:>9.2f}")
+        # on a shared machine other work only ever adds time: the fastest run is the one it
+        # disturbed least
+        print(f"fastest of {a.repeat} runs, µs per item: loop (wall, CPU), process (wall, CPU)")
+        low = {name: {key: min(r[key] for r in res[name]) / n * 1e6 for key in res[name][0]} for name in kinds}
+        for name in kinds:
+            m = low[name]
+            print(f"{name:<22}{m['loop']:>9.1f} {m['loop_cpu']:>9.1f} {m['wall']:>10.1f} {m['cpu']:>9.1f}")
+        f, t = low["freight"], low["trivial"]
         print(f"{'ratio freight/trivial':<22}{f['loop'] / t['loop']:>9.2f} {f['loop_cpu'] / t['loop_cpu']:>9.2f} "
               f"{f['wall'] / t['wall']:>10.2f} {f['cpu'] / t['cpu']:>9.2f}")
         spread = {name: (min(x["loop"] for x in r), max(x["loop"] for x in r)) for name, r in res.items()}

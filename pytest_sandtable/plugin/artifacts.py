@@ -6,9 +6,11 @@ One flow: a trial's :class:`TrialResult` rides in its item's report (as a plain 
 for the xdist hop) to the :class:`Recorder` (on the xdist controller, from every
 worker), which spools it to disk at once (``report.spool``) and drops it from the
 report, keeping in memory only what the summary reads: a run's memory does not grow
-with its transcripts. At session finish the recorder builds the run's results once
-(:class:`RunReport`); the terminal summary, both files and the gate read that, so
-they never disagree.
+with its transcripts. A trial is encoded once where it ran (and, under xdist, once more
+where it is stored), and the reports pytest keeps to the end hold what the three
+reports of an item have alike once. At session finish the recorder builds the run's
+results once (:class:`RunReport`); the terminal summary, both files and the gate read
+that, so they never disagree.
 
 ``plugin.pytest_configure`` registers the recorder. This module imports only the
 standard library and pytest at load; the writers, the summary and the engine are
@@ -35,7 +37,7 @@ from .config import RUN_STATE, RunConfig, is_xdist_worker
 if TYPE_CHECKING:
     from ..engine.results import TrialResult
     from ..report.results_json import RunMeta
-    from ..report.spool import TrialSpool
+    from ..report.spool import Alike, TrialSpool
     from ..report.types import Results
 
 __all__ = ["Recorder", "RunReport", "crashed_trial"]
@@ -43,6 +45,12 @@ __all__ = ["Recorder", "RunReport", "crashed_trial"]
 _NODEID = re.compile(r"^(?P<path>.+?)::(?P<task>[^:\[]+)\[(?P<trial>\d+)-(?P<k>\d+)\]$")
 _JUNIT_PREFIX = "sandtable."
 _WORKER_CRASHED = "worker_crashed"  # what ended a trial whose xdist worker died (TrialResult.ended_by)
+# what the setup, call and teardown reports of one item hold alike (pytest builds each
+# anew, and pytest-xdist reads each anew on the controller): pytest's node id (in
+# pytest >= 9 an object, before a string), the item's location and its keywords
+_ITEM_PARTS = ("_id", "nodeid", "location", "keywords")
+# strings every report repeats, pytest's and pytest-xdist's, each read anew from a worker
+_REPORT_TEXTS = ("outcome", "when", "worker_id", "testrun_uid", "$report_type")
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,14 @@ class Recorder:
         # JUnit XML properties only for --junitxml (xdist gives workers the option too): a
         # report keeps its item's properties, and pytest keeps every report to the end
         self.junit = bool(getattr(config.option, "xmlpath", None))
+        # the trial a report of this process carries and its JSON, from makereport to
+        # logreport (right after it) when the JSON was made: the spool need not make it again
+        self._encoded: tuple[dict[str, Any], str | None] | None = None
+        # what the last trial report from each xdist worker (None: this process) held of
+        # _ITEM_PARTS, and strings held once (made with the first trial report: a run
+        # without trials loads nothing for them)
+        self._last_parts: dict[Any, dict[str, Any]] = {}
+        self._alike: Alike | None = None
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -95,11 +111,13 @@ class Recorder:
             item.user_properties[:] = [*kept, *_junit_properties(carried[1])]
         report = yield
         if carried is not None and call.when == carried[0]:
-            from ..report.safe import portable_trial  # within the caps, no lone surrogate: xdist carries it
+            from ..report.safe import portable_encoded  # within the caps, no lone surrogate: xdist carries it
 
-            report.sandtable = portable_trial(carried[1])
+            report.sandtable, text = portable_encoded(carried[1])
             # the report carries it on; the item, which lives as long as the session, need not
             item.sandtable_result = None  # type: ignore[attr-defined]
+            if not is_xdist_worker(self.config):  # recorded here next: its JSON is made already
+                self._encoded = (report.sandtable, text)
         return report
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -185,13 +203,46 @@ class Recorder:
         # taken from the report, which pytest keeps to the end of the session (every
         # passed one too, in the terminal reporter's stats): the spool keeps the trial
         data = vars(report).pop("sandtable", None)
+        encoded, self._encoded = self._encoded, None
         if data is None:
             if report.failed:
                 self.foreign_failures += 1
         elif str(report.outcome) != "rerun":  # a trial retried by pytest-rerunfailures counts once: its final run
-            from ..engine.results import TrialResult
+            self._spool().add_stored(data, encoded[1] if encoded is not None and encoded[0] is data else None)
+        if "sandtable" in report.keywords:  # a trial item's report (its marker)
+            self._hold_once(vars(report))
 
-            self._spool().add(TrialResult.from_dict(data))
+    def _hold_once(self, parts: dict[str, Any]) -> None:
+        """Make a trial report hold once what the reports of the run hold alike (its
+        ``parts``: its attributes). pytest keeps every report to the end of the session,
+        three an item: as built, 20,000 trials' reports would hold 60,000 copies of their
+        keywords and locations, and from xdist workers of every string in them. Equal
+        values become one object; no value changes."""
+        if self._alike is None:
+            from ..report.spool import Alike
+
+            self._alike = Alike()
+        # a worker's reports arrive between another's, each worker's in its items' order;
+        # read from a worker's message, every string in them is a copy of its own (in
+        # this process pytest builds a report of its item's own strings)
+        worker = parts.get("worker_id")
+        from_worker = worker is not None
+        alike, last = self._alike, self._last_parts.get(worker, {})
+        for name in _ITEM_PARTS:
+            value = parts.get(name)
+            if value is None:
+                continue
+            if name in last and value == last[name]:
+                parts[name] = last[name]  # the item's reports before this one
+            elif from_worker and name == "keywords" and type(value) is dict:
+                parts[name] = {alike.text(k): v for k, v in value.items()}
+            elif from_worker and name == "location" and type(value) is tuple:
+                parts[name] = tuple(alike.text(x) for x in value)
+        self._last_parts[worker] = {name: parts[name] for name in _ITEM_PARTS if name in parts}
+        if from_worker:
+            for name in _REPORT_TEXTS:
+                if name in parts:
+                    parts[name] = alike.text(parts[name])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:

@@ -42,19 +42,26 @@ class DomainFile(pytest.File):
         for tag in sorted({t for task in domain.tasks for t in task.tags}):
             self.config.addinivalue_line("markers", f"{tag}: sandtable tag")
         k = st.run.k
+        # every trial item of this file has the same fixtures (the same function, the same
+        # parents, so the same conftest.py files and autouse fixtures, and no marker yet
+        # when they are resolved): the first item resolves them, the others share its
+        # answer, as pytest's own parametrized items share their definition's
+        fixtureinfo = None
         for task in domain.tasks:
+            marks = [pytest.mark.sandtable, *(getattr(pytest.mark, tag) for tag in task.tags)]
             for i in range(1, k + 1):
                 item = TrialItem.from_parent(
                     self,
                     name=f"{task.id}[{i}-{k}]",
                     callobj=_sandtable_trial,
+                    fixtureinfo=fixtureinfo,
                     domain=domain,
                     task=task,
                     trial=i,
                 )
-                item.add_marker("sandtable")
-                for tag in task.tags:
-                    item.add_marker(tag)
+                fixtureinfo = item._fixtureinfo
+                for mark in marks:
+                    item.add_marker(mark)
                 item.skip_if_silent(st)
                 yield item
 

@@ -22,6 +22,10 @@ text, transcript and traceback, the summary tables) passes through here:
   out of that trial alone, and the trial's ``error`` says which and why
   (:func:`storable_trial`, :func:`encoded_trial`): one bad trial never costs a run its
   results.json and report.html.
+- **Once a trial.** A run records thousands of trials, nearly all small and clean:
+  :func:`portable_trial` (on the process that ran it) and :func:`stored_line` (where
+  it is stored) each take one pass of the C encoder to show that a trial holds
+  nothing to clip, redact or replace, and only a trial that does is walked.
 - **Length.** A trial's transcript, world diff and list of rules broken are shown in
   report.html and the terminal up to :data:`ENTRY_LIMIT` entries each (the first
   three quarters and the last quarter of them, :func:`shown_items`), a marker
@@ -38,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
-from ..engine.results import ERRORED, TrialResult
+from ..engine.results import ERRORED, Check, TrialResult, Violation
 from .fmt import clip
 from .usage import model_name
 
@@ -55,6 +59,7 @@ __all__ = [
     "for_terminal",
     "named_usage",
     "not_shown",
+    "portable_encoded",
     "portable_trial",
     "safe_text",
     "scrub_secrets",
@@ -63,6 +68,7 @@ __all__ = [
     "shown_items",
     "shown_trial",
     "storable_trial",
+    "stored_line",
     "utf8",
 ]
 
@@ -92,6 +98,12 @@ _T = TypeVar("_T")
 _FAST_LIMIT = min(TEXT_LIMIT, VALUE_LIMIT)
 # one encoder for the many small checks: json.dumps with options builds one per call
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
+# what json.dumps(..., ensure_ascii=False, allow_nan=False) encodes with: the stored line's encoder
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+# a stored trial's keys, and its checks' and rules broken's, in the order to_dict() gives them
+_TRIAL_KEYS = tuple(f.name for f in fields(TrialResult))
+_CHECK_KEYS = tuple(f.name for f in fields(Check))
+_VIOLATION_KEYS = tuple(f.name for f in fields(Violation))
 
 
 # --------------------------------------------------------------------------- secrets
@@ -413,19 +425,27 @@ def portable_trial(r: TrialResult) -> dict[str, Any]:
     It runs once per trial item, so the usual trial costs one pass of the C encoder: when
     its JSON is within the smaller cap and valid UTF-8, nothing in it can need a change.
     Any other is bounded (:func:`storable_trial`), encoded and read back."""
+    return portable_encoded(r)[0]
+
+
+def portable_encoded(r: TrialResult) -> tuple[dict[str, Any], str | None]:
+    """:func:`portable_trial` of ``r``, and for the usual trial the JSON that its one pass
+    of the C encoder made (None for a trial that had to be bounded): where the trial is
+    stored by the process that ran it, :func:`stored_line` takes that JSON instead of
+    encoding the trial again."""
     d = r.to_dict()
     try:
         # a long conversation is surely over the cap: no need to encode it to know
         if sum(len(str(e.get("text", ""))) for e in r.transcript) <= _FAST_LIMIT:
-            text = json.dumps(d, ensure_ascii=False, allow_nan=False)
+            text = _STRICT.encode(d)
             if len(text) <= _FAST_LIMIT:
                 text.encode("utf-8")  # raises on a lone surrogate
-                return d
+                return d, text
     except (ValueError, TypeError, RecursionError, AttributeError):  # UnicodeEncodeError is a ValueError
         pass
     _, text = encoded_trial(storable_trial(d), ())
     portable: dict[str, Any] = json.loads(utf8(text))
-    return portable
+    return portable, None
 
 
 def _encoded(value: Any, secrets: Sequence[str]) -> tuple[Any, str]:
@@ -442,7 +462,7 @@ def encoded_trial(d: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[st
     """A stored trial with its secrets redacted, and its JSON on one line (the C
     encoder). A field that cannot be encoded is left out with a note in ``error``."""
     try:  # most trials: strict JSON as they are, and no secret in them
-        text = json.dumps(d, ensure_ascii=False, allow_nan=False)
+        text = _STRICT.encode(d)
         if not _holds_secret(text, secrets):
             return dict(d), text
     except (ValueError, TypeError, RecursionError):
@@ -453,3 +473,37 @@ def encoded_trial(d: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[st
         kept = _fieldwise(d, lambda _, value: _encoded(value, secrets)[0])
         clean, text = _encoded(kept, secrets)
     return clean, text
+
+
+def stored_line(d: Mapping[str, Any], secrets: Sequence[str],
+                text: str | None = None) -> tuple[dict[str, Any], str] | None:
+    """What :func:`storable_trial` then :func:`encoded_trial` make of the trial ``d`` (as
+    ``TrialResult.to_dict()`` gives it, or as a report carried it from an xdist worker):
+    the stored trial and its JSON line, in one pass of the C encoder, when that pass shows
+    there is nothing to bound or redact in it; None when there may be (the caller then
+    takes the walk). ``text``, when given, is ``d``'s JSON as :func:`portable_encoded`
+    made it, taken for that pass.
+
+    That is: ``d`` has a trial's fields in their order (its checks and rules broken
+    theirs), so reading it into a :class:`TrialResult` and back changes nothing; its
+    usage as the walk gives it (model names printable, counters whole numbers), which is
+    the one field the walk changes whatever its size; its JSON within the smaller cap, so
+    no string, argument, result or world value in it is over one; and no secret in that
+    JSON. The stored trial is a shallow copy of ``d``: it shares ``d``'s values."""
+    if tuple(d) != _TRIAL_KEYS or not _rows(d["checks"], _CHECK_KEYS) or not _rows(d["violations"], _VIOLATION_KEYS):
+        return None
+    stored = dict(d)
+    try:
+        stored["usage"] = _usage(d["usage"], secrets)
+        if text is None or _STRICT.encode(stored["usage"]) != _STRICT.encode(d["usage"]):
+            text = _STRICT.encode(stored)
+    except Exception:  # not JSON, or a model name whose str() raises: the walk says which field
+        return None
+    if len(text) > _FAST_LIMIT or _holds_secret(text, secrets):
+        return None
+    return stored, text
+
+
+def _rows(rows: Any, keys: tuple[str, ...]) -> bool:
+    """Whether ``rows`` is a list of dicts with exactly ``keys``, in that order."""
+    return isinstance(rows, list) and all(type(r) is dict and tuple(r) == keys for r in rows)

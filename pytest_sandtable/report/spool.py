@@ -10,7 +10,12 @@ which keeps two things of it:
   left behind even when the process is killed) in the folder the run writes to;
 - **in memory**, what the summary, the gate and the terminal read
   (:func:`summary_view`): the trial without its transcript, calls, violations, world
-  diff, passing checks and traceback, a few hundred bytes.
+  diff, passing checks and traceback, a few hundred bytes, and of those the values that
+  many trials have alike (their task, tags and soft rules) held once (:class:`Alike`).
+
+A trial comes as a report carries it (:meth:`TrialSpool.add_stored`): one pass of the C
+encoder makes its line and shows that it needs no bounding, the usual case; only a
+trial that does is read into a :class:`TrialResult` and bounded (:meth:`TrialSpool.add`).
 
 At the end :meth:`TrialSpool.ordered` gives both in results.json's order: the light
 trials for :func:`~pytest_sandtable.report.summary.summarize`, and a
@@ -31,12 +36,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, overload
 
-from ..engine.results import TrialResult
-from .safe import encoded_trial, scrub_text, secret_values, shown_trial, utf8
+from ..engine.results import Check, TrialResult
+from .safe import encoded_trial, scrub_text, secret_values, shown_trial, stored_line, utf8
 from .summary import trial_order_key
 from .types import StoredTrial
 
-__all__ = ["SpooledTrials", "TrialSpool", "spool_folder", "summary_view"]
+__all__ = ["Alike", "SpooledTrials", "TrialSpool", "spool_folder", "summary_view"]
 
 # what a light trial holds in place of what nothing reads: shared by all of them (20,000
 # trials would otherwise hold 80,000 empty lists), never mutated
@@ -54,7 +59,75 @@ def summary_view(t: TrialResult) -> TrialResult:
                                checks=failed or _NONE)
 
 
-@dataclasses.dataclass
+class Alike:
+    """Equal values held once: the first of them stands for each that follows. Thousands
+    of light trials (and the pytest reports of their items) repeat a few values, their
+    task's name, tags and soft rules, their domain's file, an agent's empty usage: each
+    would otherwise be a copy of its own, made when it arrived (from an xdist worker,
+    every string is).
+
+    ``key`` is what tells equal values apart: the string itself, or the ``repr()`` of a
+    small container (which tells 1, 1.0 and True, or a list and a tuple, apart, as
+    JSON would). Bounded: past ``limit`` values it starts afresh, so that values that are
+    each of their own (a model agent's token counts) cost nothing lasting. What it
+    returns is shared: never to be changed."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._held: dict[Any, Any] = {}
+        self._limit = limit
+
+    def __call__(self, key: Any, value: Any) -> Any:
+        held = self._held.get(key, self)
+        if held is not self:
+            return held
+        if len(self._held) >= self._limit:
+            self._held.clear()
+        self._held[key] = value
+        return value
+
+    def text(self, value: Any) -> Any:
+        """``value`` itself, or the equal string held before it (``value`` when it is not a string)."""
+        return self(value, value) if type(value) is str else value
+
+
+# a light trial's fields that many trials have alike: strings, and small containers
+_TEXTS = ("domain", "task", "verdict", "ended_by", "agent", "user", "location")
+_VALUES = ("tags", "usage", "soft", "shared_tags", "pending")
+_ALIKE_KEY_LIMIT = 2_000  # characters of repr(): a bigger value is rarely repeated, and its key would cost
+
+
+def _held_once(light: TrialResult, alike: Alike) -> TrialResult:
+    """``light`` (a light trial of this spool's own making, so free to change) holding,
+    of the values other light trials hold alike, the one held first: of a trial's few
+    hundred bytes, most are such values."""
+    fields = vars(light)
+    for name in _TEXTS:
+        fields[name] = alike.text(fields[name])
+    for name in _VALUES:
+        value = fields[name]
+        if type(value) is list and not value:
+            fields[name] = _NONE
+        elif value and len(key := repr(value)) <= _ALIKE_KEY_LIMIT:
+            fields[name] = alike((name, key), value)
+    return light
+
+
+# the fields summary_view leaves out, or keeps the failed ones of
+_LEFT_OUT = frozenset({"transcript", "calls", "violations", "diff", "traceback", "checks"})
+
+
+def _light_trial(stored: dict[str, Any]) -> TrialResult:
+    """``summary_view(TrialResult.from_dict(stored))`` for a stored trial that has a
+    trial's fields in their order (:func:`~pytest_sandtable.report.safe.stored_line`),
+    made without building what it leaves out: the transcript, calls and diff are never
+    read, the passed checks never made."""
+    kw = {name: value for name, value in stored.items() if name not in _LEFT_OUT}
+    failed = [Check(**c) for c in stored["checks"] if not c["passed"]]
+    return TrialResult(**kw, transcript=_NONE, calls=_NONE, violations=_NONE, diff=_NO_DIFF, traceback=None,
+                       checks=failed or _NONE)
+
+
+@dataclasses.dataclass(slots=True)
 class _Entry:
     light: TrialResult
     offset: int  # where its line starts in the spool file
@@ -109,6 +182,7 @@ class TrialSpool:
         self._file = _spool_file(folder)
         self._end = 0
         self._entries: list[_Entry] = []
+        self._alike = Alike()  # what the light trials hold alike, held once
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -118,6 +192,20 @@ class TrialSpool:
         light form."""
         shown = shown_trial(t, self.secrets)
         self._entries.append(self._append(shown))
+
+    def add_stored(self, d: dict[str, Any], text: str | None = None) -> None:
+        """:meth:`add` of ``TrialResult.from_dict(d)``, for a trial as a report carries it
+        (``TrialResult.to_dict()``, or ``report.safe.portable_trial``): the same line and
+        light trial, made from ``d`` in one pass of the C encoder when that shows there
+        is nothing to bound or redact in it (the usual trial), without reading it into a
+        TrialResult, bounding it and writing it back twice. ``text`` is ``d``'s JSON when
+        ``report.safe.portable_encoded`` made it in this process: that pass is spared."""
+        quick = stored_line(d, self.secrets, text)
+        if quick is None:
+            self.add(TrialResult.from_dict(d))
+            return
+        stored, line = quick
+        self._entries.append(self._store(line, _light_trial(stored)))
 
     def trials(self) -> list[TrialResult]:
         """The light trials, in the order they were added."""
@@ -148,13 +236,18 @@ class TrialSpool:
 
     def _append(self, shown: TrialResult) -> _Entry:
         _, line = encoded_trial(shown.to_dict(), self.secrets)
+        return self._store(line, summary_view(shown))
+
+    def _store(self, line: str, light: TrialResult) -> _Entry:
+        """Write a trial's JSON ``line`` (secrets redacted in every form, lone surrogates
+        replaced) and keep ``light`` with where the line is."""
         data = utf8(scrub_text(line, self.secrets))
         try:
             self._write(data)
         except OSError:  # a full disk, a vanished folder: the run goes on, in memory
             self._file = self._in_memory()
             self._write(data)
-        entry = _Entry(summary_view(shown), self._end, len(data))
+        entry = _Entry(_held_once(light, self._alike), self._end, len(data))
         self._end += len(data) + 1
         return entry
 
