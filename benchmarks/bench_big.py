@@ -15,7 +15,9 @@ temporary folder. A ``conftest.py`` there measures, from inside pytest: the test
 the gate; writing results.json and report.html), the terminal summary, the resident
 memory at the end of the test loop and its peak until then (``VmRSS``, ``VmHWM``;
 Linux) and after each of the recorder's steps, and at exit each process's peak
-(``ru_maxrss``; the controller's, and each xdist worker's). Chromium opens the
+(``VmHWM``; the controller's, and each xdist worker's; the controller's ``ru_maxrss``
+is printed beside it: it also counts what the process held before its exec, the
+memory of the process it was forked from). Chromium opens the
 report with ``chromium --headless=new --dump-dom file://.../report.html``, timed from
 start to exit (best of 3), against the same for an empty page (the browser's own
 start-up).
@@ -88,7 +90,10 @@ def pytest_terminal_summary(terminalreporter):
 
 def pytest_unconfigure(config):
     who = os.environ.get("PYTEST_XDIST_WORKER", "controller")
-    _t["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # the peak of this process since it started pytest (VmHWM): ru_maxrss also counts what
+    # the process held before its exec, a copy of the bench's own memory when it was forked
+    _t["peak_mb"] = _status_mb("VmHWM:")
+    _t["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open(f"measure-{who}.json", "w") as f:
         json.dump(_t, f)
 '''
@@ -122,10 +127,18 @@ def run(folder: Path, k: int, workers: int) -> dict[str, object]:
         sys.exit(f"pytest exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     (run_dir,) = (folder / ".sandtable" / "runs").iterdir()
     measures = {p.stem.removeprefix("measure-"): json.loads(p.read_text()) for p in folder.glob("measure-*.json")}
-    trials = len(json.loads((run_dir / "results.json").read_text(encoding="utf-8"))["trials"])
-    return {"wall": wall, "trials": trials, "run_dir": run_dir, "measures": measures,
+    return {"wall": wall, "trials": _trials(run_dir / "results.json"), "run_dir": run_dir, "measures": measures,
             "json_mb": (run_dir / "results.json").stat().st_size / 1e6,
             "html_mb": (run_dir / "report.html").stat().st_size / 1e6}
+
+
+def _trials(results: Path) -> int:
+    """The number of trials in results.json, counted by a child process: parsed here, the
+    58 MB file would leave this process holding some 300 MB, which the next run's pytest,
+    forked from it, would count in its ``ru_maxrss`` (its peak before its exec)."""
+    code = "import json, sys; print(len(json.load(open(sys.argv[1], encoding='utf-8'))['trials']))"
+    done = subprocess.run([sys.executable, "-c", code, str(results)], capture_output=True, text=True, check=True)
+    return int(done.stdout)
 
 
 def open_time(page: Path, repeat: int = 3) -> float:
@@ -168,7 +181,7 @@ def main() -> None:
             loop = (f"during the test loop {ctl['loop_peak_mb']:.0f} MB, {ctl['loop_mb']:.0f} MB at its end; "
                     f"after the summary {ctl['summary_peak_mb']:.0f} MB, the files {ctl['write_peak_mb']:.0f} MB, "
                     f"the terminal summary {ctl['terminal_peak_mb']:.0f} MB")
-            print(f"    peak memory: controller {ctl['peak_mb']:.0f} MB ({loop})"
+            print(f"    peak memory: controller {ctl['peak_mb']:.0f} MB ({loop}; ru_maxrss {ctl['maxrss_mb']:.0f} MB)"
                   + (f"; workers {workers_peak}" if workers_peak else ""))
             print(f"    results.json {r['json_mb']:.1f} MB, report.html {r['html_mb']:.1f} MB")
             if not args.no_browser and shutil.which("chromium"):

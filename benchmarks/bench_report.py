@@ -25,7 +25,7 @@ each for real, then their trial records are replicated under N task ids
 run of N tasks. The share of the page's bytes each section takes is printed too.
 
     python benchmarks/bench_report.py [--trials 20000] [--flaw-rate 0.2] [--skip-full-open]
-    python benchmarks/bench_report.py --tasks 2500 --k 8 --skip-full-open
+    python benchmarks/bench_report.py --tasks 2500 --k 8 --skip-full-open [--repeat 5]
 """
 
 from __future__ import annotations
@@ -139,6 +139,28 @@ def open_times(path: Path, timeout_s: float, open_one: bool) -> str:
             browser.close()
 
 
+def dcl_times(path: Path, repeat: int) -> str:
+    """Seconds to DOMContentLoaded over ``repeat`` openings of the page, each in a new page
+    of one browser, and their median (one opening varies with the machine's load)."""
+    import statistics
+
+    from playwright.sync_api import sync_playwright
+
+    times = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            for _ in range(repeat):
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(path.as_uri(), wait_until="load", timeout=120_000)
+                times.append(page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"))
+                page.close()
+        finally:
+            browser.close()
+    shown = ", ".join(f"{t / 1000:.2f}" for t in times)
+    return f"DOMContentLoaded over {repeat} openings: {shown} s (median {statistics.median(times) / 1000:.2f} s)"
+
+
 def shares(page: str) -> str:
     """The bytes of the page's parts: each ``<section>`` of ``<main>``, the compressed
     blocks by kind (a task's folded trials ``g``, trial bodies ``z``), and the rest."""
@@ -162,6 +184,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=0, help="tasks of the run (with --k): replicated trial records")
     ap.add_argument("--k", type=int, default=0, help="trials a task (with --tasks)")
     ap.add_argument("--skip-full-open", action="store_true", help="do not open the page with every trial in full")
+    ap.add_argument("--repeat", type=int, default=1, help="open the page this many times more (median)")
     args = ap.parse_args()
     doc = run_trials(args.trials, args.flaw_rate, args.tasks, args.k)
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,6 +194,8 @@ def main() -> None:
         print(f"report.html: {size / 1e6:.1f} MB, {took}")
         print(f"  parts: {shares(small.read_text(encoding='utf-8'))}")
         print(f"  opened: {open_times(small, 60, open_one=True)}")
+        if args.repeat > 1:
+            print(f"  {dcl_times(small, args.repeat)}")
         took_full = write(doc, full, inline_limit=10**15)
         size_full = full.stat().st_size
         print(f"every trial in full: {size_full / 1e6:.1f} MB, {took_full}; ratio {size_full / size:.1f}x the size")

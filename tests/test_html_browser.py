@@ -444,23 +444,157 @@ def test_a_compressed_block_of_passing_tasks_opens_in_a_browser(tmp_path: Path,
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(path.as_uri())
             assert page.locator("#headline").is_visible()
-            task = page.locator("table.tasks").get_by_role("link", name="order-status").get_attribute("href")
-            assert task is not None
-            no = task.removeprefix("#task-")
+            # greet (flaky) and refund (critical) have their rows; order-status's is in a fold of the table
+            table = page.locator("table.tasks")
+            assert [a.inner_text() for a in table.locator("tbody tr td:first-child a").all()] == ["refund", "greet"]
+            rows = table.locator("details[data-rows]")
+            assert rows.count() == 1
+            no = rows.get_attribute("data-rows").split("-")[0]  # type: ignore[union-attr]
+            task = f"#task-{no}"
+            assert rows.locator(":scope > summary").inner_text() == (
+                "1 task that passed every trial (order-status, 6 trials), stored compressed")
             fold = page.locator(f'details[data-tasks="{no}-{no}"]')
             assert fold.locator(":scope > summary").inner_text() == (
                 "1 task that passed every trial (order-status, 6 trials), stored compressed")
             assert page.locator(task).count() == 0  # its section is not in the page until its fold opens
+            rows.locator(":scope > summary").click()  # the table's fold: its row takes its place
+            link = table.get_by_role("link", name="order-status")
+            link.wait_for(state="visible", timeout=10_000)
+            assert table.locator("details[data-rows]").count() == 0
+            assert table.locator("tbody tr").count() == 3 and table.locator('a.dot[href^="#trial-"]').count() == 18
             page.locator(f'a.dot[href="#trial-{no}-4"]').click()  # a square: the fold, then the trial, open
             body = page.locator(f"#trial-{no}-4 .trial-body")
             body.get_by_text("Your order O-1 has shipped.").wait_for(state="visible", timeout=10_000)
             assert page.locator(task).is_visible() and page.locator(f"{task} details.trial").count() == 6
-            # opened again from its task's link in the tasks table
+            # opened again by the name filter (its fold of the table), then its task's link
             page.goto(path.as_uri())
             assert page.locator(task).count() == 0
-            page.locator("table.tasks").get_by_role("link", name="order-status").click()
+            page.locator("#q").fill("order-st")
+            link.wait_for(state="visible", timeout=10_000)
+            visible = [r.locator("td a").first.inner_text() for r in table.locator("tbody tr").all() if r.is_visible()]
+            assert visible == ["order-status"]  # the rows it listed are filtered as the others
+            link.click()
             page.locator(f"{task} h3").wait_for(state="visible", timeout=10_000)
             assert page.locator(f"{task} h3").inner_text() == "order-status"
+            assert errors == []
+        finally:
+            browser.close()
+
+
+# --------------------------------------------------------------------------- a page of many tasks
+
+
+@pytest.fixture(scope="module")
+def many_tasks_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    """360 tasks (the shop's three, each run twice, replicated under 120 ids each), past
+    the inline limit: 120 critical tasks that passed, 120 flaky ones (trial 2 fails) and
+    120 that passed, in that order; the first 200 critical or flaky ones are in full, the
+    other 40 flaky and the 120 passing ones in folds (the real constants, nothing patched)."""
+    import dataclasses
+
+    from pytest_sandtable.report.html import TASKS_INLINE, TASKS_PER_BLOCK
+
+    assert (TASKS_INLINE, TASKS_PER_BLOCK) == (200, 100)
+    domain = load_domain_text(SHOP, "sandtable.yaml")
+    real = [run_trial(domain, task.id, SlippingAgent(), ScriptedUser(), trial=i, k=2, location="sandtable.yaml:1")
+            for task in domain.tasks for i in (1, 2)]
+    trials = [dataclasses.replace(r, task=f"{r.task}~{n}") for n in range(120) for r in real]
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": domain.sha256}],
+                   agent="reference", user="scripted", k=2, run_seed=0)
+    doc = build_results(trials, meta)
+    path = tmp_path_factory.mktemp("many") / "report.html"
+    with path.open("w", encoding="utf-8") as fp:
+        write_report_html(doc, fp, secrets=(), inline_limit=20_000)
+    return path, [dict(t) for t in doc["summary"]["tasks"]]
+
+
+def test_a_page_of_many_tasks_holds_a_bounded_number_of_rows_and_sections(
+        many_tasks_report: tuple[Path, list[dict[str, Any]]]) -> None:
+    path, tasks = many_tasks_report
+    html = path.read_text(encoding="utf-8")
+    assert [t["verdict"] for t in tasks] == ["passed"] * 120 + ["flaky"] * 120 + ["passed"] * 120
+    assert [t["critical"] for t in tasks] == [True] * 120 + [False] * 240
+    table = html[html.index('<table class="tasks">'):html.index("</table>")]
+    assert table.count("<tr data-filterable") == 200 and html.count('<div class="task" id=') == 200
+    names = [t["name"] for t in tasks]
+    folds = re.findall(r'<details class="group" id="rows-(\d+)-(\d+)" data-g="g\d+" data-rows="\d+-\d+"><summary>'
+                       r"(.*?)</summary>", table)
+    assert [(a, b) for a, b, _ in folds] == [("201", "240"), ("241", "340"), ("341", "360")]
+    assert [label for _, _, label in folds] == [
+        f"40 flaky tasks ({names[200]} to {names[239]}, 80 trials), stored compressed",
+        f"100 tasks that passed every trial ({names[240]} to {names[339]}, 200 trials), stored compressed",
+        f"20 tasks that passed every trial ({names[340]} to {names[359]}, 40 trials), stored compressed",
+    ]
+    sections = re.findall(r'<details class="group" id="tasks-(\d+)-(\d+)" data-g="g\d+" data-tasks="\d+-\d+" '
+                          r'data-filterable data-verdict="(\w+)" data-critical="(\d)"', html)
+    assert sections == [("201", "240", "flaky", "0"), ("241", "340", "passed", "0"), ("341", "360", "passed", "0")]
+    assert html.count('<tbody class="fold" data-filterable data-verdict="flaky" data-critical="0"') == 1
+
+
+@needs_chromium
+def test_a_page_of_many_tasks_in_a_browser(many_tasks_report: tuple[Path, list[dict[str, Any]]]) -> None:
+    """The failing tasks show at once; a task in a fold is found by the name filter or a
+    verdict filter and opened from its link, its square or a failure mode's example."""
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed")
+    path, tasks = many_tasks_report
+    names = [t["name"] for t in tasks]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(path.as_uri())
+            assert page.locator("#headline").is_visible()
+            table = page.locator("table.tasks")
+            assert page.locator("#folded-note").inner_text().startswith("160 of 360 tasks are stored compressed")
+
+            # the first flaky task: its row in the table, its failing trial open in its section, at once
+            first_flaky = names[120]
+            page.locator('.filters button[data-verdict="flaky"]').click()
+            shown = [r for r in table.locator("tbody tr").all() if r.is_visible()]
+            assert shown[0].locator("td a").first.inner_text() == first_flaky
+            assert len(shown) == 80 + 1  # 80 rows in full and the fold of the other 40
+            assert page.locator("#trial-121-2").evaluate("d => d.open") is True
+            assert page.locator("#trial-121-2").get_by_text("Sorry.").first.is_visible()
+
+            # a flaky task in a fold: the verdict filter shows its fold; opened, its rows are listed
+            fold = table.locator('details[data-rows="201-240"]')
+            assert fold.is_visible()
+            fold.locator(":scope > summary").click()
+            row = table.locator("tbody tr", has=page.get_by_role("link", name=names[230], exact=True))
+            row.wait_for(state="visible", timeout=10_000)
+            assert table.locator("details[data-rows]").count() == 2
+            # its failing trial's square: the task's section fold opens, then the trial
+            row.locator('a.dot[href="#trial-231-2"]').click()
+            trial = page.locator("#trial-231-2")
+            trial.locator(".trial-body li.msg.agent").first.wait_for(state="visible", timeout=10_000)
+            assert trial.get_by_text("Sorry.").first.is_visible() and _in_viewport(page, "#trial-231-2")
+
+            # a passing task in a fold, found by name, opened from its link
+            page.goto(path.as_uri())
+            page.locator("#q").fill(names[300])
+            link = table.get_by_role("link", name=names[300], exact=True)
+            link.wait_for(state="visible", timeout=10_000)
+            visible = [r.locator("td a").first.inner_text() for r in table.locator("tbody tr").all() if r.is_visible()]
+            assert names[300] in visible and all(names[300] in v for v in visible)
+            link.click()
+            section = page.locator("#task-301")
+            section.locator("h3").wait_for(state="visible", timeout=10_000)
+            assert section.locator("h3").inner_text() == names[300] and _in_viewport(page, "#task-301")
+            assert section.locator("details.trial").count() == 2
+
+            # a failure mode's example leads to its trial
+            page.goto(path.as_uri())
+            example = page.locator("table.modes a").first
+            href = example.get_attribute("href")
+            assert href is not None and href.startswith("#trial-")
+            example.click()
+            target = page.locator(href)
+            target.locator(".trial-body li.msg.agent").first.wait_for(state="visible", timeout=10_000)
+            assert target.evaluate("d => d.open") is True and _in_viewport(page, href)
             assert errors == []
         finally:
             browser.close()

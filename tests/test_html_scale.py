@@ -335,7 +335,8 @@ def test_with_many_tasks_the_sections_of_tasks_that_passed_every_trial_are_store
     flaky = trials[trials.index('<div class="task" id="task-1"'):trials.index('<details class="group" id="tasks-2-3"')]
     assert re.findall(r'<details class="trial v-failed" id="trial-1-(\d+)" open>', flaky) == ["2"]
     assert "t2 trial 2 said failed" in flaky
-    assert '<details class="group" id="task-1-more" data-g="g1"><summary>1 more trial, stored compressed' in flaky
+    # (g1 to g3: the folds of the tasks table, written before the trials)
+    assert '<details class="group" id="task-1-more" data-g="g4"><summary>1 more trial, stored compressed' in flaky
     assert "up to 1 a task." in html
     # the passing tasks: no section in the page, one fold per 2 of them, in place of the first
     assert re.findall(r'<div class="task" id="task-(\d+)"', trials) == ["1"]
@@ -353,6 +354,31 @@ def test_with_many_tasks_the_sections_of_tasks_that_passed_every_trial_are_store
     listed = re.findall(r'<details class="trial v-passed" id="trial-2-(\d+)" data-z="(z\d+)\.(\d+)">', first[0])
     assert [n for n, _, _ in listed] == ["1", "2", "3", "4"] and 'class="group"' not in first[0]
     assert "t0 trial 3 said passed" in blocks[listed[2][1]][int(listed[2][2])]
-    # the tasks table is in the page whole: every task's row and square
+    # the tasks table: the flaky task's row in full, the passing tasks' rows in the same folds
     table = html[html.index('<table class="tasks">'):html.index("</table>")]
-    assert table.count("<tr ") == 6 and table.count('<a class="dot ') == 24
+    assert re.findall(r"<tr (data-filterable[^>]*)>", table) == [
+        'data-filterable data-verdict="flaky" data-critical="0" data-name="t2 "']
+    assert table.count('<a class="dot ') == 4
+    rows = re.findall(r'<tbody class="fold" ([^>]*)><tr><td colspan="6"><details class="group" id="(rows-\d+-\d+)" '
+                      r'data-g="(g\d+)" data-rows="(\d+-\d+)"><summary>(.*?)</summary>'
+                      r'<div class="group-body lazy"></div></details></td></tr></tbody>', table)
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        ('data-filterable data-verdict="passed" data-critical="0" data-name="t0  t1 "', "rows-2-3", "2-3",
+         "2 tasks that passed every trial (t0 to t1, 8 trials), stored compressed"),
+        ('data-filterable data-verdict="passed" data-critical="0" data-name="t3  t4 "', "rows-4-5", "4-5",
+         "2 tasks that passed every trial (t3 to t4, 8 trials), stored compressed"),
+        ('data-filterable data-verdict="passed" data-critical="0" data-name="t5 "', "rows-6-6", "6-6",
+         "1 task that passed every trial (t5, 4 trials), stored compressed"),
+    ]
+    assert [r[2] for r in rows] == ["g1", "g2", "g3"]
+    first_rows = blocks["g1"]  # each task's row, as it would be in the table, with its squares
+    assert [re.findall(r'<a href="#(task-\d+)">(t\d)</a>', row) for row in first_rows] == [
+        [("task-2", "t0")], [("task-3", "t1")]]
+    assert all(row.startswith("<tr data-filterable") and row.count('<a class="dot v-passed"') == 4
+               for row in first_rows)
+    note = re.search(r'<p class="muted small" id="folded-note">(.*?)</p>', html)
+    assert note is not None and note.group(1) == (
+        "5 of 6 tasks are stored compressed, up to 2 a fold, to keep the page quick to open: those that passed "
+        "every trial and, past the first 3 that did not (or are critical), the others. A fold lists its tasks "
+        "when it is opened, when a link leads to one of them, or when the name filter finds one in it; this "
+        "needs JavaScript.")

@@ -21,11 +21,15 @@ opened, or a link leads into one, and inserts what it holds. Markup it inserts c
 run script either: the CSP allows no inline handler, and a ``<script>`` put in by a
 template never runs. A page of any size thus holds a bounded number of elements: the
 trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and the columns
-of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks, the trial
-sections of the tasks that passed every trial (not critical ones) are themselves stored
-compressed, :data:`TASKS_PER_BLOCK` a block, each shown as one fold in place of its first
-task, and opened the same way; failing, flaky and critical tasks stay in full, and the
-tasks table, the figures and every other table stay in the page.
+of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks, the page
+holds a bounded number of tasks too: the first :data:`TASKS_INLINE` tasks in the tasks'
+order (critical first, then the worst) that are critical or did not pass every trial
+have their row in the tasks table and their trial section in full; every other task's
+row and section are stored compressed, consecutive tasks of one verdict
+:data:`TASKS_PER_BLOCK` a block, each block one fold in the table (a row group its rows
+replace when opened) and one in the trials, opened the same way (by hand, by a link to
+one of its tasks, or by the name filter). The figures and every other table stay in
+the page.
 
 The page is one function per section, each given the typed parts of the document
 (:mod:`pytest_sandtable.report.types`) it shows.
@@ -39,6 +43,7 @@ import html
 import io
 import json
 import shutil
+import sys
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
@@ -86,15 +91,18 @@ JS_SHOWN = 32
 DOTS_SHOWN = 200
 """Squares of one task's trials in the tasks table; past it, the others are counted."""
 TASKS_INLINE = 200
-"""Tasks past which a page past :data:`INLINE_LIMIT` stores the trial sections of the tasks
-that passed every trial (and are not critical) compressed, :data:`TASKS_PER_BLOCK` a block."""
+"""Tasks past which a page past :data:`INLINE_LIMIT` shows this many in full (the first that
+are critical or did not pass every trial) and stores the others' rows and trial sections
+compressed, :data:`TASKS_PER_BLOCK` a block: a page's elements stay bounded at any number
+of tasks (10,000 rows and sections take seconds to open)."""
 TASKS_PER_BLOCK = 100
-"""Passing tasks' trial sections per compressed block (one fold in the page)."""
-MANY_TASKS_INLINE = 1_000_000
+"""Tasks' rows, and their trial sections, per compressed block (one fold each in the page)."""
+MANY_TASKS_INLINE = 250_000
 """Characters of trial HTML a page of more than :data:`TASKS_INLINE` tasks shows in full
 once past :data:`INLINE_LIMIT` (and one failing trial a task, not :data:`INLINE_PER_TASK`):
-its failing trials in full, a few a task, are otherwise most of its elements."""
-_SPOOL_SIZE = 8_000_000  # compressed blocks are kept in memory up to this, then in a temporary file
+its failing trials in full, a few dozen of the first tasks' (about 300 elements each), are
+otherwise most of its elements and of its opening time."""
+_SPOOL_SIZE = 1_000_000  # compressed blocks are kept in memory up to this, then in a temporary file
 
 
 class TextSink(Protocol):
@@ -503,7 +511,7 @@ def _trial_meta(t: StoredTrial) -> str:
     return f'<p class="muted small">{" · ".join(meta)}</p>'
 
 
-@dataclass
+@dataclass(slots=True)  # one a trial, held to the end of the page: no __dict__
 class _Shown:
     """One trial as the page writes it: its summary line (``head``; empty for a trial
     that cannot be shown, whose ``body`` then says why) and its body, in full in
@@ -779,7 +787,16 @@ _JS = """
     b.addEventListener('click', function(){ state.verdict = b.getAttribute('data-verdict'); apply(); });
   });
   var q = document.getElementById('q');
-  if(q) q.addEventListener('input', function(){ state.q = q.value.trim().toLowerCase(); apply(); });
+  if(q) q.addEventListener('input', function(){
+    state.q = q.value.trim().toLowerCase();
+    apply();
+    // a name found in a few folds of the tasks table: their rows are listed, to be filtered in turn
+    var found = [];
+    if(state.q) document.querySelectorAll('tbody[data-filterable] > tr > td > details[data-g]').forEach(function(d){
+      if(!d.closest('tbody').classList.contains('hidden')) found.push(d);
+    });
+    if(found.length <= 3) found.forEach(function(d){ fill(d, 'data-g', '.group-body'); });
+  });
   function setAll(open){
     document.querySelectorAll('details.trial').forEach(function(d){ d.open = open; });
   }
@@ -803,9 +820,12 @@ _JS = """
     }
     return blocks[n];
   }
-  // a trial's body (data-z="z<block>.<item>") or a task's compressed trials (data-g="g<n>")
+  // a trial's body (data-z="z<block>.<item>"), or a task's compressed trials or a fold's
+  // tasks (data-g="g<n>"); a fold of the tasks table (data-rows) is a row group of its own,
+  // which its rows replace, filtered as the rest of the table
   function fill(d, attr, where){
     var ref = d.getAttribute(attr).split('.'), body = d.querySelector(where);
+    var into = d.hasAttribute('data-rows') ? d.closest('tbody') : body;
     d.removeAttribute(attr);
     d.open = true;
     return block(ref[0]).then(function(list){
@@ -813,8 +833,10 @@ _JS = """
       if(typeof html !== 'string') throw new Error('its data block does not hold it');
       var t = document.createElement('template');
       t.innerHTML = html;
-      body.replaceChildren(t.content);
+      into.replaceChildren(t.content);
       body.classList.remove('lazy');
+      if(into !== body){ into.removeAttribute('data-filterable'); into.removeAttribute('class'); }
+      if(attr === 'data-g') apply();
     }).catch(function(err){
       body.textContent = 'This could not be opened (' + err.message + '); results.json holds every trial in full.';
     });
@@ -937,35 +959,61 @@ def _with_ci(value: float | None, interval: Sequence[float] | None, mark: str = 
     return f"{e(pct(value))}{e(mark)}{ci}"
 
 
-def _tasks(tasks: Sequence[TaskSummary], by_task: Mapping[tuple[str, str], Sequence[_Shown]], idx: _Index,
-           top: str) -> str:
-    """The tasks table, with the filters: verdict, a square per trial, passed with the
-    interval of the pass rate, pass^k with its interval, tags."""
-    rows = []
-    for t in tasks:
-        key = (t["domain"], t["task"])
-        crit = ' <span class="badge crit">critical</span>' if t["critical"] else ""
-        errored = f' <span class="muted">+{e(t["errored"])} errored</span>' if t["errored"] else ""
-        rate_ci = t.get("rate_ci")
-        rate = f'<br><span class="ci">rate {e(pct_range(rate_ci))}</span>' if rate_ci else ""
-        rows.append((_filterable(t), [
-            f'<a href="#{idx.task(*key)}">{e(t["name"])}</a>{crit}',
-            _badge(t["verdict"]),
-            _dots(by_task.get(key, []), idx),
-            f'{e(t["passed"])}/{e(t["graded"])}{errored}{rate}',
-            _with_ci(t["pass_hat"].get(top), (t.get("pass_hat_ci") or {}).get(top)),
-            e(", ".join(t["tags"])),
-        ]))
+def _task_row(t: TaskSummary, trials: Sequence[_Shown], idx: _Index, top: str) -> str:
+    """A task's row of the tasks table: its name linking to its section, verdict, a square
+    per trial, passed with the interval of the pass rate, pass^k with its interval, tags."""
+    crit = ' <span class="badge crit">critical</span>' if t["critical"] else ""
+    errored = f' <span class="muted">+{e(t["errored"])} errored</span>' if t["errored"] else ""
+    rate_ci = t.get("rate_ci")
+    rate = f'<br><span class="ci">rate {e(pct_range(rate_ci))}</span>' if rate_ci else ""
+    cells = [
+        f'<a href="#{idx.task(t["domain"], t["task"])}">{e(t["name"])}</a>{crit}',
+        _badge(t["verdict"]),
+        _dots(trials, idx),
+        f'{e(t["passed"])}/{e(t["graded"])}{errored}{rate}',
+        _with_ci(t["pass_hat"].get(top), (t.get("pass_hat_ci") or {}).get(top)),
+        e(", ".join(t["tags"])),
+    ]
+    return f"<tr {_filterable(t)}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def _folded_note(layout: _Layout) -> str:
+    """Above the tasks table of a page with folds: how many tasks are in them, which, and
+    how they are listed."""
+    folded = sum(len(group) for is_fold, group in layout if is_fold)
+    tasks = sum(len(group) for _, group in layout)
+    if not folded:
+        return ""
+    return (f'<p class="muted small" id="folded-note">{e(folded)} of {e(plural(tasks, "task"))} are stored compressed, '
+            f"up to {TASKS_PER_BLOCK} a fold, to keep the page quick to open: those that passed every trial and, "
+            f"past the first {TASKS_INLINE} that did not (or are critical), the others. A fold lists its tasks when "
+            "it is opened, when a link leads to one of them, or when the name filter finds one in it; this needs "
+            "JavaScript.</p>")
+
+
+def _tasks(layout: _Layout, placed: _Placed, idx: _Index, top: str) -> Iterator[str]:
+    """The tasks table, with the filters: a row per task in full, and a fold (a row group
+    of its own) per block of compressed tasks. One piece per row or fold."""
     head = "".join(f"<th>{e(h)}</th>" for h in ["task", "verdict", "trials", "passed", f"pass^{top}", "tags"])
-    body = "".join(f"<tr {a}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>" for a, cells in rows)
-    return ('<section id="tasks"><h2>Tasks <span class="muted small">(under each figure its 95% CI: the '
-            "Wilson interval of the task's pass rate; a task that passed every trial may still be flaky)</span></h2>"
-            '<div class="filters js-only"><button data-verdict="all" class="on">all</button>'
-            '<button data-verdict="notpassed">not passed</button><button data-verdict="flaky">flaky</button>'
-            '<button data-verdict="failed">failed</button><button data-verdict="critical">critical</button>'
-            '<input id="q" type="search" placeholder="filter tasks by name or tag" aria-label="filter tasks"></div>'
-            f'<div class="tablewrap"><table class="tasks"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-            "</div></section>")
+    yield ('<section id="tasks"><h2>Tasks <span class="muted small">(under each figure its 95% CI: the '
+           "Wilson interval of the task's pass rate; a task that passed every trial may still be flaky)</span></h2>"
+           '<div class="filters js-only"><button data-verdict="all" class="on">all</button>'
+           '<button data-verdict="notpassed">not passed</button><button data-verdict="flaky">flaky</button>'
+           '<button data-verdict="failed">failed</button><button data-verdict="critical">critical</button>'
+           '<input id="q" type="search" placeholder="filter tasks by name or tag" aria-label="filter tasks"></div>'
+           + _folded_note(layout)
+           + f'<div class="tablewrap"><table class="tasks"><thead><tr>{head}</tr></thead>')
+    in_body = False  # within a <tbody> of rows in full
+    for is_fold, group in layout:
+        if is_fold:
+            rows = [_task_row(t, placed.trials_of(t), idx, top) for _, t in group]
+            yield ("</tbody>" if in_body else "") + _rows_fold(group, rows, placed.blocks)
+            in_body = False
+            continue
+        _, t = group[0]
+        yield ("" if in_body else "<tbody>") + _task_row(t, placed.trials_of(t), idx, top)
+        in_body = True
+    yield ("</tbody>" if in_body else "" if layout else "<tbody></tbody>") + "</table></div></section>"
 
 
 def _owners_text(owners: Mapping[str, int] | None) -> str:
@@ -1215,54 +1263,90 @@ def _compressed_note(placed: _Placed) -> str:
             f"shown in full, up to {placed.per_task_limit} a task.</p>")
 
 
-def _all_compressed(t: TaskSummary, trials: Sequence[_Shown]) -> bool:
-    """Whether a task's section may be stored compressed with others: not critical, it
-    passed every trial, and none of them is in the page in full."""
-    return (t["verdict"] == "passed" and not t["critical"] and bool(trials)
-            and all(s.ref and s.verdict == "passed" for s in trials))
+_Layout = list[tuple[bool, list[tuple[int, TaskSummary]]]]
+"""The tasks in the page's order, by their number: each ``(False, [task])`` in full, or
+``(True, tasks)`` a fold of compressed tasks."""
 
 
-def _tasks_fold(group: list[tuple[int, TaskSummary, str]], blocks: _Blocks) -> str:
-    """A fold standing for the sections of :data:`TASKS_PER_BLOCK` tasks that passed every
-    trial, stored as one block; ``data-tasks`` is the range of their numbers, by which a
-    link to one of them opens it. It filters as a passing task, found by any of its names."""
-    ref = blocks.group([card for _, _, card in group])
+def _layout(tasks: Sequence[TaskSummary], placed: _Placed) -> _Layout:
+    """Where each task goes. In a page of more than :data:`TASKS_INLINE` tasks with
+    compressed trials, the tasks that :meth:`_Placed.folded` says may be compressed are,
+    consecutive ones of the same verdict (and criticality) :data:`TASKS_PER_BLOCK` a fold;
+    every other task is in full."""
+    gather = bool(placed.compressed) and len(tasks) > TASKS_INLINE
+    layout: _Layout = []
+    for no, t in enumerate(tasks, 1):
+        if not (gather and placed.folded(t)):
+            layout.append((False, [(no, t)]))
+            continue
+        last = layout[-1][1] if layout and layout[-1][0] else []
+        if last and len(last) < TASKS_PER_BLOCK and _kind(last[-1][1]) == _kind(t):
+            last.append((no, t))
+        else:
+            layout.append((True, [(no, t)]))
+    return layout
+
+
+def _kind(t: TaskSummary) -> tuple[str, bool]:
+    """What a fold's tasks share: their verdict and criticality (how the filters find them)."""
+    return t["verdict"], t["critical"]
+
+
+def _group_label(group: Sequence[tuple[int, TaskSummary]]) -> str:
+    """A fold's summary line: how many tasks of which verdict, the first and last, their trials."""
+    t = group[0][1]
+    passed = t["verdict"] == "passed"
+    noun = ("critical " if t["critical"] else "") + ("" if passed else f"{t['verdict']} ") + "task"
+    trials = sum(one["graded"] + one["errored"] for _, one in group)
+    span = t["name"] + ("" if len(group) == 1 else " to " + group[-1][1]["name"])
+    return (f"{plural(len(group), noun)}{' that passed every trial' if passed else ''} ({span}, "
+            f"{plural(trials, 'trial')}), stored compressed")
+
+
+def _group_filterable(group: Sequence[tuple[int, TaskSummary]]) -> str:
+    """The attributes the filters read of a fold: its tasks' verdict and criticality, and
+    every name and tag in it, so that a filter finds the fold by any of its tasks."""
+    t = group[0][1]
+    names = " ".join((one["name"] + " " + " ".join(one["tags"])).lower() for _, one in group)
+    return (f'data-filterable data-verdict="{e(t["verdict"])}" data-critical="{1 if t["critical"] else 0}" '
+            f'data-name="{e(names)}"')
+
+
+def _tasks_fold(group: Sequence[tuple[int, TaskSummary]], cards: list[str], blocks: _Blocks) -> str:
+    """A fold standing for the trial sections (``cards``) of a block of tasks, stored as one
+    block; ``data-tasks`` is the range of their numbers, by which a link to one of them
+    opens it."""
+    ref = blocks.group(cards)
     first, last = group[0][0], group[-1][0]
-    names = " ".join((t["name"] + " " + " ".join(t["tags"])).lower() for _, t, _ in group)
-    trials = sum(t["graded"] + t["errored"] for _, t, _ in group)
-    span = group[0][1]["name"] + ("" if len(group) == 1 else " to " + group[-1][1]["name"])
     return (f'<details class="group" id="tasks-{first}-{last}" data-g="{e(ref)}" data-tasks="{first}-{last}" '
-            f'data-filterable data-verdict="passed" data-critical="0" data-name="{e(names)}"><summary>'
-            f'{e(plural(len(group), "task"))} that passed every trial ({e(span)}, {e(plural(trials, "trial"))}), '
-            "stored compressed</summary>"
+            f'{_group_filterable(group)}><summary>{e(_group_label(group))}</summary>'
             '<div class="group-body lazy"></div></details>')
 
 
-def _trials(tasks: Sequence[TaskSummary], placed: _Placed, idx: _Index, top: str) -> Iterator[str]:
+def _rows_fold(group: Sequence[tuple[int, TaskSummary]], rows: list[str], blocks: _Blocks) -> str:
+    """A fold of the tasks table standing for the ``rows`` of a block of tasks: a row group
+    of its own, which the page's script replaces with the rows when the fold is opened."""
+    ref = blocks.group(rows)
+    first, last = group[0][0], group[-1][0]
+    return (f'<tbody class="fold" {_group_filterable(group)}><tr><td colspan="6"><details class="group" '
+            f'id="rows-{first}-{last}" data-g="{e(ref)}" data-rows="{first}-{last}"><summary>'
+            f'{e(_group_label(group))}</summary><div class="group-body lazy"></div></details></td></tr></tbody>')
+
+
+def _trials(layout: _Layout, placed: _Placed, idx: _Index, top: str) -> Iterator[str]:
     """Every trial, task by task: failing ones first and open, passing ones folded. One
-    piece per task, so that the page is written as it is rendered. Past
-    :data:`TASKS_INLINE` tasks (in a page with compressed trials), the sections of tasks
-    that passed every trial are gathered, :data:`TASKS_PER_BLOCK` at a time, into
-    compressed blocks, each one fold in place of its first task."""
+    piece per task, or per fold of compressed tasks' sections (each listing every trial
+    of its task), so that the page is written as it is rendered."""
     yield ('<section id="trials"><h2>Trials</h2>' + _compressed_note(placed) + '<div class="filters js-only">'
            '<button id="expand" type="button">expand all</button><button id="collapse" type="button">collapse all'
            "</button></div>")
-    gather = bool(placed.compressed) and len(tasks) > TASKS_INLINE
-    group: list[tuple[int, TaskSummary, str]] = []
-    after: list[str] = []  # the other tasks' sections since the group's first task, written after its fold
-    for no, t in enumerate(tasks, 1):
-        trials = placed.by_task.get((t["domain"], t["task"]), [])
-        if gather and _all_compressed(t, trials):
-            group.append((no, t, _task_trials(t, trials, idx, top, placed.blocks, flat=True)))
-            if len(group) >= TASKS_PER_BLOCK:
-                yield _tasks_fold(group, placed.blocks) + "".join(after)
-                group, after = [], []
-        elif group:
-            after.append(_task_trials(t, trials, idx, top, placed.blocks))
+    for is_fold, group in layout:
+        if is_fold:
+            cards = [_task_trials(t, placed.trials_of(t), idx, top, placed.blocks, flat=True) for _, t in group]
+            yield _tasks_fold(group, cards, placed.blocks)
         else:
-            yield _task_trials(t, trials, idx, top, placed.blocks)
-    if group:
-        yield _tasks_fold(group, placed.blocks) + "".join(after)
+            _, t = group[0]
+            yield _task_trials(t, placed.trials_of(t), idx, top, placed.blocks)
     yield "</section>"
 
 
@@ -1270,9 +1354,11 @@ class _Blocks:
     """Trial bodies stored compressed: gathered into blocks of about :data:`BLOCK_SIZE`
     characters, each a JSON list of HTML strings, gzip-compressed and base64-encoded in a
     data block of its own. Finished blocks wait in a temporary file (in memory while
-    small) until the page reaches its end."""
+    small) until the page reaches its end. ``clean`` is what the page's text goes through
+    (secrets redacted), applied to a group's lines (bodies come cleaned)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clean: Callable[[str], str]) -> None:
+        self.clean = clean
         self.spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_SIZE, mode="w+", encoding="utf-8")
         self.pending: list[str] = []
         self.size = 0
@@ -1289,10 +1375,11 @@ class _Blocks:
         return ref
 
     def group(self, lines: list[str]) -> str:
-        """Store the lines of a task's compressed trials as a block of their own; its id."""
+        """Store lines shown together (a task's compressed trials, a fold's tasks) as a block
+        of their own; its id."""
         self.groups += 1
         ref = f"g{self.groups}"
-        self._write(ref, lines)
+        self._write(ref, [self.clean(line) for line in lines])
         return ref
 
     def _flush(self) -> None:
@@ -1322,14 +1409,18 @@ class _Placed:
     they are to be shown in full, so memory stays within :data:`INLINE_LIMIT` characters
     besides a summary line per trial."""
 
-    def __init__(self, clean: Callable[[str], str], limit: int, many_tasks: bool = False) -> None:
+    def __init__(self, clean: Callable[[str], str], limit: int, tasks: Sequence[TaskSummary]) -> None:
         self.clean = clean
         self.limit = limit
-        self.many_tasks = many_tasks
+        self.many_tasks = len(tasks) > TASKS_INLINE
+        # with many tasks, the only ones whose failing trials may be in full (see _shown_tasks)
+        self.shown = _shown_tasks(tasks) if self.many_tasks else set()
         self.per_task_limit = INLINE_PER_TASK
         self.by_task: dict[tuple[str, str], list[_Shown]] = {}
-        self.blocks = _Blocks()
-        self.held: list[_Shown] | None = []  # every trial so far, while all fit in the limit
+        self.blocks = _Blocks(clean)
+        # every trial so far with its body as UTF-8 (half the memory of a str holding a
+        # character past Latin-1, as most bodies do: "→"), while all fit in the limit
+        self.held: list[tuple[_Shown, bytes]] | None = []
         self.inline = 0  # characters of the bodies in full
         self.per_task: dict[tuple[str, str], int] = {}
         self.count = 0
@@ -1341,31 +1432,65 @@ class _Placed:
         s.body = self.clean(s.body)
         self.count += 1
         self.total_time += _seconds(t)
-        self.by_task.setdefault((s.domain, s.task), []).append(s)
+        trials = self.by_task.get((s.domain, s.task))
+        if trials is None:
+            trials = self.by_task[(s.domain, s.task)] = []
+        else:  # one copy of the names for all the trials of a task: memory a trial stays small
+            s.domain, s.task = trials[0].domain, trials[0].task
+        s.verdict = sys.intern(s.verdict)
+        trials.append(s)
         if self.held is None:
             self._place(s)
             return
-        self.held.append(s)
         self.inline += len(s.body)
+        self.held.append((s, s.body.encode("utf-8")))  # clean() left no lone surrogate
+        s.body = ""
         if self.inline > self.limit:  # too big to show every trial: place each held one again
             held, self.held, self.inline = self.held, None, 0
             if self.many_tasks:
                 self.limit, self.per_task_limit = min(self.limit, MANY_TASKS_INLINE), 1
-            for one in held:
+            for one, body in held:
+                one.body = body.decode("utf-8")
                 self._place(one)
 
+    def finish(self) -> None:
+        """After the last trial: the bodies still held are in the page in full (they fit)."""
+        for one, body in self.held or []:
+            one.body = body.decode("utf-8")
+        self.held = []
+
+    def trials_of(self, t: TaskSummary) -> list[_Shown]:
+        """The trials of a task, as they came."""
+        return self.by_task.get((t["domain"], t["task"]), [])
+
+    def folded(self, t: TaskSummary) -> bool:
+        """Whether a task of a page of many tasks may be stored compressed whole: it is not
+        one of those shown in full, and none of its trials is in the page in full."""
+        trials = self.trials_of(t)
+        return (t["domain"], t["task"]) not in self.shown and bool(trials) and all(s.ref for s in trials)
+
     def _place(self, s: _Shown) -> None:
-        """In full: a failing or errored trial (or one that cannot be shown) while its task
+        """In full: a trial that cannot be shown, and a failing or errored one while its task
         has fewer than :data:`INLINE_PER_TASK` in full (one, with more than
-        :data:`TASKS_INLINE` tasks) and the limit holds. Else compressed."""
+        :data:`TASKS_INLINE` tasks, and only in a task shown in full) and the limit holds.
+        Else compressed."""
         key = (s.domain, s.task)
         if not s.head or (s.verdict != "passed" and self.per_task.get(key, 0) < self.per_task_limit
+                          and (not self.many_tasks or key in self.shown)
                           and self.inline + len(s.body) <= self.limit):
             self.per_task[key] = self.per_task.get(key, 0) + 1
             self.inline += len(s.body)
             return
         s.ref, s.body = self.blocks.add(s.body), ""
         self.compressed += 1
+
+
+def _shown_tasks(tasks: Sequence[TaskSummary]) -> set[tuple[str, str]]:
+    """The tasks a page of more than :data:`TASKS_INLINE` tasks shows in full: the first
+    :data:`TASKS_INLINE`, in the tasks' order (critical first, then the worst), that are
+    critical or did not pass every trial."""
+    keys = [(t["domain"], t["task"]) for t in tasks if t["critical"] or t["verdict"] != "passed"]
+    return set(keys[:TASKS_INLINE])
 
 
 def _seconds(t: StoredTrial) -> float:
@@ -1398,35 +1523,40 @@ def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequ
         return safe_text(scrub_text(text, keys) if keys else text)
 
     doc = _complete(results)
+    tasks = doc["summary"]["tasks"]
+    placed = _Placed(clean, inline_limit, tasks)
+    for t in results.get("trials") or []:
+        placed.add(t)
+    placed.finish()
+    for piece in _page(doc, placed):
+        fp.write(clean(piece))
+    placed.blocks.write_to(fp)  # each body and group was cleaned before it was compressed
+    fp.write(f"<script>{_JS}</script></body></html>\n")
+
+
+def _page(doc: Results, placed: _Placed) -> Iterator[str]:
+    """The page from its head to its footer, section by section (the big ones row by row),
+    each piece rendered as it is written: the page is never whole in memory."""
     run, s = doc["run"], doc["summary"]
     tasks = s["tasks"]
     idx = _Index(tasks)
-    placed = _Placed(clean, inline_limit, many_tasks=len(tasks) > TASKS_INLINE)
-    for t in results.get("trials") or []:
-        placed.add(t)
+    layout = _layout(tasks, placed)
     top = _top_j(s)
     title = ", ".join([d["name"] for d in run["domains"]] or s["domains"]) or "sandtable run"
-    pieces: Iterable[str] = [
-        _head(doc, title, top),
-        _header(run, s, title),
-        "<main>",
-        _not_loaded(run),
-        _provisional(s),
-        _overview(s, doc["gate"], top),
-        _tasks(tasks, placed.by_task, idx, top),
-        _failure_modes(s, idx),
-        _tags(s, placed.blocks),
-        _soft_rules(s["soft_rules"]),
-        _usage(s, placed.total_time, placed.count),
-        _errored(s["errored_trials"], idx),
-    ]
-    for piece in pieces:
-        fp.write(clean(piece))
-    for piece in _trials(tasks, placed, idx, top):
-        fp.write(clean(piece))
-    fp.write("</main>" + clean(_footer(doc)))
-    placed.blocks.write_to(fp)  # each body was cleaned before it was compressed
-    fp.write(f"<script>{_JS}</script></body></html>\n")
+    yield _head(doc, title, top)
+    yield _header(run, s, title)
+    yield "<main>"
+    yield _not_loaded(run)
+    yield _provisional(s)
+    yield _overview(s, doc["gate"], top)
+    yield from _tasks(layout, placed, idx, top)
+    yield _failure_modes(s, idx)
+    yield _tags(s, placed.blocks)
+    yield _soft_rules(s["soft_rules"])
+    yield _usage(s, placed.total_time, placed.count)
+    yield _errored(s["errored_trials"], idx)
+    yield from _trials(layout, placed, idx, top)
+    yield "</main>" + _footer(doc)
 
 
 def render_report(results: Mapping[str, Any]) -> str:
