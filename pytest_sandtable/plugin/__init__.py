@@ -27,9 +27,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+# The configs of the pytest runs going on in this process, the innermost last: pytester
+# runs pytest inside a test of another run. The fixtures read the innermost (see them).
+_CONFIGS: list[pytest.Config] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sandtable: a trial of a sandtable.yaml task")
     RunConfig.load(config)  # a bad option value is a usage error before anything runs
+    _CONFIGS.append(config)
     from .artifacts import Recorder
 
     config.pluginmanager.register(Recorder(config), "sandtable-recorder")
@@ -91,6 +97,10 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for i in range(len(_CONFIGS) - 1, -1, -1):
+        if _CONFIGS[i] is config:
+            del _CONFIGS[i]
+            break
     if RUN_STATE in config.stash:
         from .session import run_state
 
@@ -106,30 +116,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return work_stealing(config, log)
 
 
-# The fixtures take ``request``, not ``pytestconfig``: pytest re-enters every fixture an
-# item uses, session-scoped and cached ones included, and walks their arguments each
-# time, so ``pytestconfig`` (itself a fixture taking ``request``) cost each trial item
-# two more fixture lookups. (A fixture with no arguments would cost none; as a method
-# of a per-config plugin object it is deprecated for session scope in pytest 9.)
+# The fixtures take no argument. pytest re-enters every fixture an item uses, session-
+# scoped and cached ones included, and resolves their arguments each time: ``request``
+# costs a new RequestFixtureDef an item (three ``inspect.signature`` calls), and
+# ``pytestconfig`` (itself a fixture taking ``request``) more. They read the config of
+# the run being set up instead, the innermost of this process's runs (``_CONFIGS``):
+# a session fixture is set up within its own run. (As a method of a per-config plugin
+# object a session fixture is deprecated in pytest 9.)
+
+
+def _config() -> pytest.Config:
+    return _CONFIGS[-1]
 
 
 @pytest.fixture(scope="session")
-def sandtable_agent(request: pytest.FixtureRequest) -> AgentCallable:
+def sandtable_agent() -> AgentCallable:
     """The agent under test. Override this fixture in a conftest.py to wrap your own agent."""
     from .session import run_state
 
     try:
-        return run_state(request.config).default_agent()
+        return run_state(_config()).default_agent()
     except pytest.UsageError as e:
         pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def sandtable_user(request: pytest.FixtureRequest) -> UserCallable:
+def sandtable_user() -> UserCallable:
     """The simulated user (from --sandtable-user). Override to bring your own."""
     from .session import run_state
 
     try:
-        return run_state(request.config).default_user()
+        return run_state(_config()).default_user()
     except pytest.UsageError as e:
         pytest.fail(str(e), pytrace=False)
