@@ -195,3 +195,26 @@ def test_the_answer_is_stamped_when_it_is_there_not_when_the_trial_resumes(kind:
     t0, answered, resumed = asyncio.run(go())
     assert answered - t0 < 0.05
     assert resumed - t0 >= (0.1 if kind != "inline" else 0)  # an inline call runs in the caller's step
+
+
+def test_a_sync_call_that_gives_an_awaitable_is_answered_when_that_is_done() -> None:
+    # a functools.partial of an async agent, a lambda around one: not recognised as async,
+    # so called in a thread, which gives back a coroutine the loop then awaits
+    import time
+
+    async def slow(turn: Any) -> str:
+        await asyncio.sleep(0.2)
+        return "late"
+
+    def agent(turn: Any) -> Any:
+        return slow(turn)
+
+    async def go() -> tuple[str, float, float]:
+        answered: list[float] = []
+        t0 = time.perf_counter()
+        value = await invoke(agent, "x", 10.0, answered)
+        return value, t0, answered[-1]
+
+    value, t0, answered = asyncio.run(go())
+    assert value == "late"
+    assert answered - t0 >= 0.2

@@ -99,19 +99,18 @@ async def invoke(fn: Any, arg: Any, timeout: float | None, answered: list[float]
     was there (the call returned, in its thread or task): with many trials on one loop,
     the trial itself resumes later, behind the others' work, and that wait is not the
     agent's latency."""
+    stamps = answered
     if runs_inline(fn) or _is_async(fn):
         value = _called(fn, arg)
     else:
         value = await _settled_within(_in_daemon_thread(fn, arg, answered), timeout)
-        answered = None  # stamped by the thread
-    if value is None or type(value) in _ANSWERS:  # isawaitable's ABC check is a good part of an inline call
-        if answered is not None:
-            answered.append(time.perf_counter())
-        return value
-    if inspect.isawaitable(value):
+        stamps = None  # stamped by the thread, when it returned
+    # isawaitable's ABC check is a good part of an inline call: a plain answer skips it
+    if value is not None and type(value) not in _ANSWERS and inspect.isawaitable(value):
+        # (a sync call that gave an awaitable: answered once that is done, stamped last)
         return await _awaited_within(value, timeout, answered)
-    if answered is not None:
-        answered.append(time.perf_counter())
+    if stamps is not None:
+        stamps.append(time.perf_counter())
     return value
 
 
