@@ -77,7 +77,7 @@ def check_call(
                 return None
         which = ", ".join(f"{f}={format_value(args.get(f))}" for f in same)
         return f"{tool} called before {s['first']} succeeded" + (f" for {which}" if which else "")
-    if s.get("tool") != tool and inv.tool != tool:  # the spec's name first: inv.tool is a property
+    if inv.tool != tool:
         return None
     if inv.kind == "require":
         if "each" in s:

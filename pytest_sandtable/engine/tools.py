@@ -286,6 +286,7 @@ def _validate_structured(p: Param, v: Any) -> None:
 # the process: jsonschema.validate checks the schema against its meta-schema on every
 # call, which cost far more than validating a call's arguments
 _VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+_VALIDATORS_KEPT = 4096  # past this many (domains loaded again and again), start over
 
 
 def _validator(schema: dict[str, Any]) -> Any:
@@ -295,6 +296,8 @@ def _validator(schema: dict[str, Any]) -> Any:
 
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)  # an invalid schema raises here, on every call, as before
+        if len(_VALIDATORS) >= _VALIDATORS_KEPT:
+            _VALIDATORS.clear()
         hit = _VALIDATORS[id(schema)] = (schema, cls(schema))
     return hit[1]
 

@@ -68,7 +68,7 @@ class _DomainParts:
     disclosure scanner, the call rules by the tool they are about (so a call checks only
     its own rules), the system prompt, the soft rules and whether any rule is pending."""
 
-    __slots__ = ("domain", "pending_rules", "rules", "scanner", "soft", "system_prompt", "tools")
+    __slots__ = ("domain", "rules", "scanner", "soft", "system_prompt", "tools")
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
@@ -80,7 +80,6 @@ class _DomainParts:
                 self.rules.setdefault(inv.tool, []).append(inv)
         self.system_prompt = domain.system_prompt()
         self.soft = [inv for inv in domain.invariants if inv.soft]
-        self.pending_rules = any(inv.pending for inv in domain.invariants)
 
 
 _PARTS: dict[int, _DomainParts] = {}
@@ -651,7 +650,7 @@ async def _graded_trial(
         verdict=verdict,
         tags=list(task.tags),
         shared_tags=[tag for tag in task.tags if tag in domain.shared_tags],
-        pending=domain.pending_for(task) if task.pending or t.parts.pending_rules else [],
+        pending=domain.pending_for(task),
         critical=task.critical,
         error=error,
         ended_by=talk.ended_by,

@@ -97,10 +97,8 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for i in range(len(_CONFIGS) - 1, -1, -1):
-        if _CONFIGS[i] is config:
-            del _CONFIGS[i]
-            break
+    if config in _CONFIGS:  # not when pytest_configure stopped at a usage error
+        _CONFIGS.remove(config)
     if RUN_STATE in config.stash:
         from .session import run_state
 

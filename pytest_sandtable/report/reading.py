@@ -141,11 +141,14 @@ def open_results(path: str | os.PathLike[str]) -> StoredRun:
     except OSError:
         return _whole(path, p)  # read_results words why: no such file, cannot read it
     try:
+        before = _stamp(f)
         scanned = _scanned(f)
+        # written over while it was checked: the lines kept may not be the ones checked
+        moved = _stamp(f) != before
     except BaseException:
         f.close()
         raise
-    if scanned is None:
+    if scanned is None or moved:
         f.close()
         return _whole(path, p)
     doc, spans, sha256 = scanned

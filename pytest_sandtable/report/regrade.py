@@ -281,7 +281,7 @@ def _regrade_trials(trials: Iterable[dict[str, Any]], domains: Mapping[str, Doma
             continue
         if refused:  # nothing will be written: the rest are only checked
             continue
-        spool.add(new)
+        spool.add_stored(new.to_dict())
         if new.verdict != t.verdict:
             changes[(t.verdict, new.verdict)] = changes.get((t.verdict, new.verdict), 0) + 1
     if refused:

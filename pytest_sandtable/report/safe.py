@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
 from typing import Any, TypeVar
 
+from ..engine.results import _FIELDS as _TRIAL_KEYS
 from ..engine.results import ERRORED, Check, TrialResult, Violation
 from .fmt import clip
 from .usage import model_name
@@ -100,8 +101,8 @@ _FAST_LIMIT = min(TEXT_LIMIT, VALUE_LIMIT)
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
 # what json.dumps(..., ensure_ascii=False, allow_nan=False) encodes with: the stored line's encoder
 _STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-# a stored trial's keys, and its checks' and rules broken's, in the order to_dict() gives them
-_TRIAL_KEYS = tuple(f.name for f in fields(TrialResult))
+# a stored trial's checks' and rules broken's keys, in the order to_dict() gives them (its
+# own: engine.results._FIELDS)
 _CHECK_KEYS = tuple(f.name for f in fields(Check))
 _VIOLATION_KEYS = tuple(f.name for f in fields(Violation))
 

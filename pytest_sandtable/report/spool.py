@@ -47,6 +47,8 @@ __all__ = ["Alike", "SpooledTrials", "TrialSpool", "spool_folder", "summary_view
 # trials would otherwise hold 80,000 empty lists), never mutated
 _NONE: list[Any] = []
 _NO_DIFF: dict[str, Any] = {"created": _NONE, "changed": _NONE}
+# what a light trial holds in place of the fields nothing reads (and it keeps the failed checks)
+_LIGHT: dict[str, Any] = {"transcript": _NONE, "calls": _NONE, "violations": _NONE, "diff": _NO_DIFF, "traceback": None}
 
 
 def summary_view(t: TrialResult) -> TrialResult:
@@ -55,8 +57,7 @@ def summary_view(t: TrialResult) -> TrialResult:
     modes). What remains is small and bounded by the caps ``t`` is already within. Read
     only: its empty lists are shared."""
     failed = [c for c in t.checks if not c.passed]
-    return dataclasses.replace(t, transcript=_NONE, calls=_NONE, violations=_NONE, diff=_NO_DIFF, traceback=None,
-                               checks=failed or _NONE)
+    return dataclasses.replace(t, **_LIGHT, checks=failed or _NONE)
 
 
 class Alike:
@@ -113,7 +114,7 @@ def _held_once(light: TrialResult, alike: Alike) -> TrialResult:
 
 
 # the fields summary_view leaves out, or keeps the failed ones of
-_LEFT_OUT = frozenset({"transcript", "calls", "violations", "diff", "traceback", "checks"})
+_LEFT_OUT = frozenset({*_LIGHT, "checks"})
 
 
 def _light_trial(stored: dict[str, Any]) -> TrialResult:
@@ -123,8 +124,7 @@ def _light_trial(stored: dict[str, Any]) -> TrialResult:
     read, the passed checks never made."""
     kw = {name: value for name, value in stored.items() if name not in _LEFT_OUT}
     failed = [Check(**c) for c in stored["checks"] if not c["passed"]]
-    return TrialResult(**kw, transcript=_NONE, calls=_NONE, violations=_NONE, diff=_NO_DIFF, traceback=None,
-                       checks=failed or _NONE)
+    return TrialResult(**kw, **_LIGHT, checks=failed or _NONE)
 
 
 @dataclasses.dataclass(slots=True)
