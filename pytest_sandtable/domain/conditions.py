@@ -149,7 +149,8 @@ def as_number(v: Any) -> float | None:
         # cheap pre-check: most text values (ids, names) start with a letter
         if not v or v[0] not in _NUMBER_START:
             return None
-    elif isinstance(v, bool):
+        return _text_number(v)
+    if isinstance(v, bool):
         return None
     elif isinstance(v, (numbers.Real, Decimal)):  # int/float subclasses, Decimal, Fraction, numpy numbers
         try:
@@ -158,12 +159,36 @@ def as_number(v: Any) -> float | None:
             return None
     elif not isinstance(v, str):
         return None
+    return _read_number(v)  # a str subclass: read each time (it is no key of the texts kept)
+
+
+def _read_number(v: str) -> float | None:
     if _NUMBER.match(v):
         try:
             return float(v)
         except ValueError:  # pragma: no cover - the regex admits only floats
             return None
     return None
+
+
+# texts that may be numbers -> their value or None: the same few texts (dates, amounts,
+# ids of digits) are compared and sorted on every call, and the pattern is the cost
+_TEXT_NUMBERS: dict[str, float | None] = {}
+_TEXT_NUMBERS_MAX = 100_000
+_TEXT_NUMBER_LONGEST = 200  # longer texts are read each time, not kept
+
+
+def _text_number(v: str) -> float | None:
+    try:
+        return _TEXT_NUMBERS[v]
+    except KeyError:
+        pass
+    n = _read_number(v)
+    if len(v) <= _TEXT_NUMBER_LONGEST:
+        if len(_TEXT_NUMBERS) >= _TEXT_NUMBERS_MAX:
+            _TEXT_NUMBERS.clear()
+        _TEXT_NUMBERS[v] = n
+    return n
 
 
 _NUMBER_START = frozenset("0123456789+-. \t\n\r\f\v")
@@ -206,7 +231,7 @@ def is_operator_object(cond: Any) -> bool:
 
 def test(actual: Any, cond: Any, present: bool = True) -> bool:
     """Does a value satisfy a condition (a literal for equality, or an operator object)?"""
-    if not is_operator_object(cond):
+    if not (isinstance(cond, dict) and cond and _OPERATORS.issuperset(cond)):  # is_operator_object, inline
         return present and equal(actual, cond)
     for op, want in cond.items():
         if op == "exists":
@@ -225,7 +250,7 @@ def test(actual: Any, cond: Any, present: bool = True) -> bool:
             c = _compare(actual, want)
             if c is None:
                 return False
-            ok = {"gt": c > 0, "gte": c >= 0, "lt": c < 0, "lte": c <= 0}[op]
+            ok = c > 0 if op == "gt" else c >= 0 if op == "gte" else c < 0 if op == "lt" else c <= 0
         elif op == "in":
             ok = isinstance(want, list) and any(equal(actual, w) for w in want)
         elif op == "not_in":
@@ -311,10 +336,13 @@ def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any],
                   lookup: Lookup | None = None) -> dict[str, Any]:
     """Resolve a where clause; fields whose `$arg` was not given (or whose record
     reference does not resolve) are dropped, and so are combinator parts left empty."""
-    out: dict[str, Any] = {}
     if not where:
-        return out
-    for f, kind, cond in _plan(where):
+        return {}
+    _, plan, literal = _clause(where)
+    if literal:  # nothing to resolve: the clause as it is, in a dict of its own
+        return dict(where)
+    out: dict[str, Any] = {}
+    for f, kind, cond in plan:
         if kind is _LITERAL:
             out[f] = cond
             continue
@@ -350,16 +378,22 @@ def resolve_where(where: Mapping[str, Any] | None, args: Mapping[str, Any],
 _LITERAL, _ARGUMENT, _OTHER = "literal", "argument", "other"
 _LITERAL_TYPES = frozenset({int, float, bool, type(None)})
 _Plan = list[tuple[str, str, Any]]
-# a clause of the domain (by identity) -> its plan: clauses are resolved on every call
-# with the same dict; the domain is not changed once loaded (bounded all the same)
-_PLANS: dict[int, tuple[Mapping[str, Any], _Plan]] = {}
+# a clause of the domain (by identity) -> the clause, its plan and whether every entry is
+# a literal: clauses are resolved on every call with the same dict; the domain is not
+# changed once loaded (bounded all the same)
+_PLANS: dict[int, tuple[Mapping[str, Any], _Plan, bool]] = {}
 _PLANS_MAX = 100_000
 
 
 def _plan(where: Mapping[str, Any]) -> _Plan:
+    return _clause(where)[1]
+
+
+def _clause(where: Mapping[str, Any]) -> tuple[Mapping[str, Any], _Plan, bool]:
+    """The clause, its plan and whether all its entries are literals (kept per clause)."""
     hit = _PLANS.get(id(where))
     if hit is not None and hit[0] is where:
-        return hit[1]
+        return hit
     plan: _Plan = []
     for f, cond in where.items():
         t = type(cond)
@@ -373,8 +407,29 @@ def _plan(where: Mapping[str, Any]) -> _Plan:
             plan.append((f, _OTHER, cond))
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
-    _PLANS[id(where)] = (where, plan)
-    return plan
+    hit = _PLANS[id(where)] = (where, plan, all(kind is _LITERAL for _, kind, _ in plan))
+    return hit
+
+
+def entry_plan(expr: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """How a mapping of the domain resolves, entry by entry (kept per mapping, as a clause's
+    plan): ``(key, LITERAL, the value)``, ``(key, ARGUMENT, the argument's name)`` for an
+    entry that is exactly `$name`, ``(key, OTHER, the expression)`` for the rest, which
+    :func:`resolve` takes whole. A created row or an update's `set` is resolved by it on
+    every call without a call per entry."""
+    return _plan(expr)
+
+
+LITERAL, ARGUMENT = _LITERAL, _ARGUMENT
+
+
+def argument_name(expr: Any) -> str | None:
+    """The argument's name when an expression is exactly `$name` (what :func:`resolve`
+    makes ``args.get(name, ABSENT)``), else None."""
+    if type(expr) is not str or "$" not in expr:
+        return None
+    ref = _reference(expr)
+    return ref[0] if ref is not None and not ref[1] else None
 
 
 def _resolve_combinator(kind: str, cond: Any, args: Mapping[str, Any], lookup: Lookup | None) -> Any:
@@ -398,7 +453,14 @@ def _combinator_holds(row: Mapping[str, Any], kind: str, cond: Any) -> bool:
 def row_matches(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
     """Does a row satisfy an already resolved where clause?"""
     for f, cond in where.items():
-        if f in COMBINATORS:
+        t = type(cond)
+        if t is str or t is int:  # a literal, as most entries are: equality, without test()
+            if f not in row:
+                return False
+            v = row[f]
+            if not ((type(v) is t and v == cond) or equal(v, cond)):
+                return False
+        elif f in COMBINATORS:
             if not _combinator_holds(row, f, cond):
                 return False
         elif not test(row.get(f), cond, f in row):

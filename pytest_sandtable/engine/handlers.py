@@ -28,7 +28,7 @@ from ..domain.model import Domain, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
 from .invoke import agent_traceback
-from .tools import run_checks, run_ops
+from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
 __all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler", "run_tool"]
@@ -157,7 +157,7 @@ class WorldHandle:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
         rows = self._world.select(self._table(table), dict(where or {}), limit=limit)
-        return [_row_copy(r) for r in rows]
+        return _rows_copy(rows)
 
     def create(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
         """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
@@ -222,6 +222,17 @@ def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+def _rows_copy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for a handler, each a fresh copy as :func:`_row_copy` makes it: all of them in
+    one marshal round trip (a handler that lists a whole table gets hundreds), else (a row
+    marshal cannot take) row by row."""
+    try:
+        copied: list[dict[str, Any]] = marshal.loads(marshal.dumps(rows, 2))
+        return copied
+    except (ValueError, TypeError, RecursionError):
+        return [_row_copy(r) for r in rows]
+
+
 def _key_text(key: Any) -> str:
     return str(norm_key(key))
 
@@ -229,8 +240,9 @@ def _key_text(key: Any) -> str:
 def run_tool(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:
     """A call with valid arguments, as every path runs it (a trial, the reference's
     world, lint's replay): the tool's checks, then its handler or its ops."""
-    return run_checks(tool, args, world) or (
-        run_handler(tool, args, world, state, index) if tool.handler else run_ops(tool, args, world)
+    plan = tool_plan(tool)  # looked up once for the checks and the ops
+    return planned_checks(plan, args, world) or (
+        run_handler(tool, args, world, state, index) if tool.handler else planned_ops(plan, args, world)
     )
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..domain.conditions import (
     ABSENT,
+    LITERAL,
+    argument_name,
     as_number,
     condition_fields,
     describe_clause,
+    entry_plan,
     equal,
     first_mismatch,
     format_literal,
@@ -67,55 +70,182 @@ def check_call(
     succeeded: Sequence[tuple[str, Mapping[str, Any]]],
 ) -> str | None:
     """The violation's detail if this call breaks the rule, else None."""
+    hit = _CHECKERS.get(id(inv))
+    if hit is None or hit[0] is not inv:
+        if len(_CHECKERS) >= _CHECKERS_KEPT:
+            _CHECKERS.clear()
+        hit = _CHECKERS[id(inv)] = (inv, _checker(inv))
+    return hit[1](tool, args, world, succeeded)
+
+
+_Checker = Callable[[str, Mapping[str, Any], World, Sequence[tuple[str, Mapping[str, Any]]]], "str | None"]
+# a rule (by identity) -> its checker, made on its first check in the process: a rule is
+# checked on every call of its tool, and its spec says the same each time (the domain is
+# not changed once loaded); kept here, not on the rule, which the domain cache pickles
+_CHECKERS: dict[int, tuple[Invariant, _Checker]] = {}
+_CHECKERS_KEPT = 4096
+
+
+def _never(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> None:
+    return None
+
+
+def _checker(inv: Invariant) -> _Checker:
+    """The rule as a function of a call, its spec read once: what :func:`check_call` does."""
     s = inv.spec
     if inv.kind == "before":
-        if tool != s["then"]:
-            return None
-        same = s.get("same") or ()
-        for name, prev in succeeded:
-            if name == s["first"] and all(equal(prev.get(f), args.get(f)) for f in same):
-                return None
-        which = ", ".join(f"{f}={format_value(args.get(f))}" for f in same)
-        return f"{tool} called before {s['first']} succeeded" + (f" for {which}" if which else "")
-    if inv.tool != tool:
-        return None
+        return _before_checker(s)
+    if inv.kind not in ("require", "limit", "match", "never"):
+        return _never
+    about = inv.tool
     if inv.kind == "require":
         if "each" in s:
-            return _require_each(s, tool, args, world)
-        return _require(s, tool, args, world, "")
+            def check(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+                return None if tool != about else _require_each(s, tool, args, world)
+            return check
+        return _require_checker(s, about)
     if inv.kind == "limit":
-        value = args.get(s["arg"], ABSENT)
-        if value is ABSENT or as_number(value) is None:
-            return None
-        for op, (_sym, words) in _LIMIT_WORDS.items():
-            if op not in s:
-                continue
-            applies, bound, _ = _ref_value(s[op], args, world)
-            nb, nv = as_number(bound), as_number(value)
-            if not applies or nb is None or nv is None:
-                continue
-            if not _LIMIT_HOLDS[op](nv, nb):
-                return f"{tool} {s['arg']}={format_value(value)} {words} {format_value(bound)}"
-        return None
+        return _limit_checker(s, about)
     if inv.kind == "match":
-        la, lv, lkey = _ref_value(s["left"], args, world)
-        ra, rv, rkey = _ref_value(s["right"], args, world)
+        return _match_checker(s, about)
+
+    def general(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+        return None if tool != about else _check_never(s, tool, args, world)
+    return general
+
+
+def _match_checker(s: Mapping[str, Any], about: str | None) -> _Checker:
+    left, right = _bound(s["left"]), _bound(s["right"])
+
+    def check(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+        if tool != about:
+            return None
+        la, lv, lkey = left(args, world)
+        ra, rv, rkey = right(args, world)
         if not (la and ra) or equal(lv, rv):
             return None
         ldesc, rdesc = _ref_description(s["left"], lkey), _ref_description(s["right"], rkey)
         return f"{tool}: {ldesc} is {format_literal(lv)} but {rdesc} is {format_literal(rv)}"
-    if inv.kind == "never":
-        if not s.get("when"):
-            return f"{tool} was called"
-        # `$name` in a condition is the call's argument; one the call did not give cannot
-        # hold, nor can a record's field that does not resolve
-        when = resolve_conditions(s["when"], args, world.get)
-        if has_absent(when):
+    return check
+
+
+def _before_checker(s: Mapping[str, Any]) -> _Checker:
+    then, first = s["then"], s["first"]
+    same: Sequence[str] = s.get("same") or ()
+    one = same[0] if len(same) == 1 else None
+
+    def check(tool: str, args: Mapping[str, Any], world: World,
+              succeeded: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
+        if tool != then:
             return None
-        if row_matches(args, when):
-            given = ", ".join(f"{f}={format_value(args.get(f))}" for f in condition_fields(when) if f in args)
-            return f"{tool} called with {given} (never when {describe_clause(when)})"
+        for name, prev in succeeded:
+            if name != first:
+                continue
+            if one is not None:  # one field to agree on, as most rules have: no generator
+                if equal(prev.get(one), args.get(one)):
+                    return None
+            elif all(equal(prev.get(f), args.get(f)) for f in same):
+                return None
+        which = ", ".join(f"{f}={format_value(args.get(f))}" for f in same)
+        return f"{tool} called before {first} succeeded" + (f" for {which}" if which else "")
+    return check
+
+
+def _require_checker(s: Mapping[str, Any], about: str | None) -> _Checker:
+    """`require` of one record: its key read as `$name` straight from the call when it is
+    one, its clause resolved once when it holds only literals (the same on every call)."""
+    rec = s["record"]
+    table, key_arg = rec["table"], argument_name(rec.get("key"))
+    where = s.get("where")
+    fixed = resolve_where(where, {}) if where and all(k is LITERAL for _, k, _ in entry_plan(where)) else None
+    if key_arg is None or fixed is None:
+        def general(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+            return None if tool != about else _require(s, tool, args, world, "")
+        return general
+
+    def check(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+        if tool != about:
+            return None
+        key = args.get(key_arg, ABSENT)
+        if key is ABSENT or isinstance(key, (dict, list)):
+            return None
+        row = world.get(table, key)
+        if row is None or row_matches(row, fixed):
+            return None
+        return f"{tool}: {table} {format_value(key)} {first_mismatch(row, fixed)}"
+    return check
+
+
+_Bound = Callable[[Mapping[str, Any], World], "tuple[bool, Any, Any]"]
+
+
+def _bound(ref: Any) -> _Bound:
+    """:func:`_ref_value` of one bound, read once: a record's key taken straight from the
+    call when it is exactly `$name`, a constant without a `$` taken as it is."""
+    if isinstance(ref, dict) and "table" in ref:
+        table, field, key_arg = ref["table"], ref["field"], argument_name(ref.get("key"))
+        if key_arg is not None:
+            def record(args: Mapping[str, Any], world: World) -> tuple[bool, Any, Any]:
+                key = args.get(key_arg, ABSENT)
+                if key is ABSENT:
+                    return False, None, ABSENT
+                row = world.get(table, key)
+                if row is None or row.get(field) is None:
+                    return False, None, ABSENT
+                return True, row[field], key
+            return record
+    elif not _has_dollar(ref):
+        constant = (True, resolve(ref, {}), ABSENT)
+        return lambda args, world: constant
+    return lambda args, world: _ref_value(ref, args, world)
+
+
+def _has_dollar(expr: Any) -> bool:
+    """Whether an expression refers to anything (`$name`, or `$$`) :func:`resolve` would
+    read or rewrite; a value without one resolves to itself, whatever the call."""
+    if isinstance(expr, str):
+        return "$" in expr
+    if isinstance(expr, dict):
+        return any(_has_dollar(v) for v in expr.values())
+    if isinstance(expr, list):
+        return any(_has_dollar(v) for v in expr)
+    return False
+
+
+def _limit_checker(s: Mapping[str, Any], about: str | None) -> _Checker:
+    arg = s["arg"]
+    bounds = [(_bound(s[op]), _LIMIT_HOLDS[op], words) for op, (_sym, words) in _LIMIT_WORDS.items() if op in s]
+
+    def check(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> str | None:
+        if tool != about:
+            return None
+        value = args.get(arg, ABSENT)
+        nv = None if value is ABSENT else as_number(value)
+        if nv is None:
+            return None
+        for read, holds, words in bounds:
+            applies, bound, _ = read(args, world)
+            nb = as_number(bound)
+            if not applies or nb is None:
+                continue
+            if not holds(nv, nb):
+                return f"{tool} {arg}={format_value(value)} {words} {format_value(bound)}"
         return None
+    return check
+
+
+def _check_never(s: Mapping[str, Any], tool: str, args: Mapping[str, Any], world: World) -> str | None:
+    """A `never` rule on a call of its tool."""
+    if not s.get("when"):
+        return f"{tool} was called"
+    # `$name` in a condition is the call's argument; one the call did not give cannot
+    # hold, nor can a record's field that does not resolve
+    when = resolve_conditions(s["when"], args, world.get)
+    if has_absent(when):
+        return None
+    if row_matches(args, when):
+        given = ", ".join(f"{f}={format_value(args.get(f))}" for f in condition_fields(when) if f in args)
+        return f"{tool} called with {given} (never when {describe_clause(when)})"
     return None
 
 
@@ -211,6 +341,16 @@ class DisclosureScanner:
         # (rule's index, text) -> what the rule found, for rules that read only the seed
         self._found: dict[tuple[int, str], str | None] = {}
         self._seed: Seed | None = None
+        # per rule, what its findings depend on besides the text (read once, see scan):
+        # True for listed values, the (table, field) of a whole field, None for a `where`
+        self._depends: list[bool | tuple[str, str] | None] = [self._reads(inv) for inv in self.rules]
+
+    @staticmethod
+    def _reads(inv: Invariant) -> bool | tuple[str, str] | None:
+        vals = inv.spec["values"]
+        if isinstance(vals, list):
+            return True
+        return None if vals.get("where") else (vals["table"], vals["field"])
 
     def _text_pattern(self, value: str) -> re.Pattern[str]:
         p = self._patterns.get(value)
@@ -241,14 +381,22 @@ class DisclosureScanner:
         found: list[tuple[Invariant, str]] = []
         if not self.rules or not text:
             return found
-        nums, words = self._read(text)
         if world.seed is not self._seed:  # what is kept holds for one seed
             self._seed, self._found = world.seed, {}
+        keepable = len(text) <= _KEPT_TEXT_MAX
+        read: tuple[dict[float, str], set[str]] | None = None  # the text read only when a rule must scan it
+        # A rule's finding is kept when it depends on the text alone here: its values are
+        # listed, or are a whole field that holds in every row what the seed holds (the
+        # trial changed nothing in the table, or nothing of that field and no row's key):
+        # then it finds, and words, what it would in any such trial.
         for i, inv in enumerate(self.rules):
-            keep = self._seed_only(inv, world) and len(text) <= _KEPT_TEXT_MAX
+            depends = self._depends[i]
+            keep = keepable and (depends is True or (isinstance(depends, tuple) and world.field_as_seeded(*depends)))
             hit = self._found.get((i, text), _NOT_KEPT) if keep else _NOT_KEPT
             if hit is _NOT_KEPT:
-                hit = self._scan_rule(inv, text, nums, words, world)
+                if read is None:
+                    read = self._read(text)
+                hit = self._scan_rule(inv, text, read[0], read[1], world)
                 if keep:
                     if len(self._found) >= _KEPT_TEXTS:
                         self._found.clear()
@@ -256,16 +404,6 @@ class DisclosureScanner:
             if hit:
                 found.append((inv, hit))
         return found
-
-    @staticmethod
-    def _seed_only(inv: Invariant, world: World) -> bool:
-        """Whether what the rule finds in a text depends on the text alone here: its values
-        are listed, or are a whole field of a table the trial has not changed (then it
-        finds, and words, what it would in any such trial)."""
-        vals = inv.spec["values"]
-        if isinstance(vals, list):
-            return True
-        return not vals.get("where") and world.untouched(vals["table"])
 
     def _read(self, text: str) -> tuple[dict[float, str], set[str]]:
         """The numbers and the (lower-case) words of a text. Kept for short texts: an agent

@@ -12,7 +12,11 @@ from typing import Any
 
 from ..domain.conditions import (
     ABSENT,
+    ARGUMENT,
+    LITERAL,
+    argument_name,
     as_number,
+    entry_plan,
     equal,
     format_literal,
     format_value,
@@ -24,7 +28,7 @@ from ..domain.conditions import (
 )
 from ..domain.model import MISSING, Check, Param, Tool
 from .api import ToolResult
-from .world import Conflict, NotFound, Savepoint, World, copy_row
+from .world import Conflict, NotFound, Savepoint, Seed, World, copy_row
 
 
 class ArgError(Exception):
@@ -186,7 +190,9 @@ def _flat(args: Any) -> bool:
         return False
     for k, v in args.items():
         t = type(v)
-        if type(k) is not str or (t not in _FLAT_SCALARS and (t is not int or _too_long(v))):
+        if type(k) is not str or (
+            t not in _FLAT_SCALARS and (t is not int or (v.bit_length() >= _SURELY_SHORT_BITS and _too_long(v)))
+        ):
             return False
     return True
 
@@ -309,6 +315,15 @@ def _short(v: Any) -> str:
 
 def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
     """Validate and coerce a call's arguments against the tool's params."""
+    if type(raw) is dict:
+        args = tool_plan(tool).args.coerce_plain(raw)
+        if args is not None:
+            return args
+    return _coerce_args(tool, raw)
+
+
+def _coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
+    """:func:`coerce_args` the whole way: every check, and the wording of every problem."""
     if raw is None or (isinstance(raw, str) and not raw):
         raw = {}
     if isinstance(raw, str):
@@ -348,6 +363,66 @@ def coerce_args(tool: Tool, raw: Any) -> dict[str, Any]:
     return args
 
 
+# what a param takes as it is, where coercion would give back the same value (see
+# _ArgPlan.coerce_plain): a text for a string, a bool for a boolean, a finite float for a
+# number, an int for a number or an integer when a float holds it exactly (coercion goes
+# through the float); any other param, or value, takes the whole way
+_TAKES_AS_IS = {"string": (str,), "boolean": (bool,), "number": (int, float), "integer": (int,)}
+_EXACT_INT = 2**53
+
+
+class _ArgPlan:
+    """A tool's params as :func:`coerce_args` reads a call's arguments on its fast path:
+    per param its name, the types it takes as they are, the texts of its enum (when every
+    entry is one) and its default."""
+
+    __slots__ = ("names", "params")
+
+    def __init__(self, tool: Tool) -> None:
+        self.names = frozenset(tool.params)
+        self.params: list[tuple[str, tuple[type, ...], frozenset[str] | None, Param]] = []
+        for name, p in tool.params.items():
+            takes = _TAKES_AS_IS.get(p.type, ())
+            texts: frozenset[str] | None = None
+            if p.enum is not None:
+                if p.type == "string" and all(type(e) is str for e in p.enum):
+                    texts = frozenset(p.enum)
+                else:
+                    takes = ()  # numbers and mixed enums compare by value: the whole way
+            self.params.append((name, takes, texts, p))
+
+    def coerce_plain(self, raw: dict[str, Any]) -> dict[str, Any] | None:
+        """The coerced arguments when every one is a param's and of a type it takes as it is
+        (what nearly every call passes): what the whole way gives, without its walk, its
+        coercion and its checks; None when any is not (the whole way then decides, and
+        words what is wrong)."""
+        if not self.names.issuperset(raw):
+            return None
+        args: dict[str, Any] = {}
+        for name, takes, texts, p in self.params:
+            v = raw.get(name)
+            if v is None:
+                if p.default is not MISSING:
+                    d = p.default
+                    args[name] = d if type(d) in _FLAT_SCALARS or type(d) is int else copy.deepcopy(d)
+                elif p.required:
+                    return None
+                continue
+            t = type(v)
+            if t not in takes:
+                return None
+            if t is int:
+                if not -_EXACT_INT <= v <= _EXACT_INT:
+                    return None
+            elif t is float:
+                if not math.isfinite(v):
+                    return None
+            elif texts is not None and v not in texts:
+                return None
+            args[name] = v
+        return args
+
+
 def _strip_absent(v: Any) -> Any:
     """Leave out what refers to an optional argument the call did not give (null at the top)."""
     if v is ABSENT:
@@ -361,8 +436,19 @@ def _strip_absent(v: Any) -> Any:
 
 def run_checks(tool: Tool, args: dict[str, Any], world: World) -> ToolResult | None:
     """The first failing check's tool error, or None when all pass."""
-    for c in tool.checks:
-        failed = _check_fails(c, args, world) if c.each is None else _check_each(c, args, world)
+    return planned_checks(tool_plan(tool), args, world)
+
+
+def planned_checks(plan: ToolPlan, args: dict[str, Any], world: World) -> ToolResult | None:
+    """:func:`run_checks` with the tool's plan at hand."""
+    for c, key_arg, fixed in plan.checks:
+        if key_arg is None:
+            failed = _check_fails(c, args, world) if c.each is None else _check_each(c, args, world)
+        else:  # a record by `$name`, with a clause of literals or none, as most checks are
+            key = args.get(key_arg, ABSENT)
+            row = None if key is ABSENT or isinstance(key, (dict, list)) else world.get(c.table, key)
+            found = row is not None and (fixed is None or row_matches(row, fixed))
+            failed = args if found != (c.kind == "require") else None
         if failed is not None:
             default = f"{c.table} check failed" if c.kind == "require" else f"{c.table} conflict"
             return ToolResult(False, error=c.error, message=template(c.message, failed) if c.message else default)
@@ -392,53 +478,140 @@ def _check_each(c: Check, args: Mapping[str, Any], world: World) -> Mapping[str,
     return None
 
 
+class _OpPlan:
+    """One op as :func:`run_ops` runs it, read from its spec once: its table, the argument
+    its key is when that is exactly `$name` (read from the call without resolving), the
+    entry plan of a create's row or an update's `set`, its `order_by` taken apart."""
+
+    __slots__ = ("entries", "key_arg", "kind", "order_desc", "order_field", "spec", "table")
+
+    def __init__(self, kind: str, spec: dict[str, Any]) -> None:
+        self.kind = kind
+        self.spec = spec
+        self.table: str = spec.get("table", "")
+        self.key_arg = argument_name(spec.get("key"))
+        # a create's row or an update's `set`, entry by entry (None: resolved the whole way)
+        written = spec.get("row" if kind == "create" else "set", _NO_ENTRIES) if kind in ("create", "update") else None
+        self.entries = entry_plan(written) if type(written) is dict else None
+        order: str = spec.get("order_by") or ""
+        self.order_field: str | None = order.lstrip("-") if order else None
+        self.order_desc = order.startswith("-")
+
+    def key(self, args: Mapping[str, Any]) -> Any:
+        """The op's key for this call (ABSENT when its `$name` was not given)."""
+        return args.get(self.key_arg, ABSENT) if self.key_arg is not None else resolve(self.spec["key"], args)
+
+
+class ToolPlan:
+    """What every call of a tool reads from its definition, read once per tool and process:
+    its params for :func:`coerce_args`, its checks with the argument each key is, its ops
+    and which of them takes the savepoint."""
+
+    __slots__ = ("_savepoint", "args", "checks", "ops", "tool")
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        self.args = _ArgPlan(tool)
+        self.checks = [_check_plan(c) for c in tool.checks]
+        self.ops = [_OpPlan(op.kind, op.spec) for op in tool.ops]
+        self._savepoint: tuple[Seed, int] | None = None
+
+    def savepoint_at(self, seed: Seed) -> int:
+        """The op before which the savepoint is taken (-1: none): the first write with an
+        op after it that may fail (what an error must undo is the writes before it). Read
+        once per seed, whose tables say which field is a created row's key."""
+        if self._savepoint is None or self._savepoint[0] is not seed:
+            fails = [_may_fail(op, seed) for op in self.ops]
+            at = next((i for i, op in enumerate(self.ops) if op.kind in _WRITES and any(fails[i + 1:])), -1)
+            self._savepoint = (seed, at)
+        return self._savepoint[1]
+
+
+def _may_fail(op: _OpPlan, seed: Seed) -> bool:
+    """Whether an op may raise what undoes the ops before it (NotFound, Conflict, DataError):
+    a read, an update or a delete may find no row, a create that gives its row's key may
+    find it taken; a `list`, a `respond` and a create whose key the table gives cannot."""
+    if op.kind in ("list", "respond"):
+        return False
+    if op.kind == "create":
+        row = op.spec.get("row", _NO_ENTRIES)
+        return type(row) is not dict or seed.tables[op.table].key in row
+    return True
+
+
+def _check_plan(c: Check) -> tuple[Check, str | None, dict[str, Any] | None]:
+    """A check, the argument its key is and its clause resolved, when the key is exactly
+    `$name` and the clause holds only literals (or there is none): then the check is the
+    record's lookup and a match, the same on every call. Otherwise the argument is None
+    and the check runs the whole way."""
+    key_arg = argument_name(c.key) if c.each is None else None
+    if key_arg is None or not c.where:
+        return c, key_arg, None
+    if all(kind is LITERAL for _, kind, _ in entry_plan(c.where)):
+        return c, key_arg, resolve_where(c.where, {})
+    return c, None, None
+
+
+# a tool (by identity) -> its plan: made on the tool's first call in the process, kept
+# here and not on the tool (the domain cache pickles tools); bounded, for processes that
+# load domains again and again
+_TOOL_PLANS: dict[int, ToolPlan] = {}
+_TOOL_PLANS_KEPT = 4096
+
+
+def tool_plan(tool: Tool) -> ToolPlan:
+    """The tool's plan (see :class:`ToolPlan`)."""
+    plan = _TOOL_PLANS.get(id(tool))
+    if plan is None or plan.tool is not tool:
+        if len(_TOOL_PLANS) >= _TOOL_PLANS_KEPT:
+            _TOOL_PLANS.clear()
+        plan = _TOOL_PLANS[id(tool)] = ToolPlan(tool)
+    return plan
+
 
 def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
     """Run the tool's ops atomically: all of them or, on an error, none."""
     # Each op changes the world whole or not at all (it raises before it writes), so what
     # an error must undo is the writes of the ops before it: the savepoint is taken before
-    # the first write that has an op after it, and a tool that only reads takes none.
+    # the first write that has an op after it that may fail, and a tool that only reads
+    # (or whose writes nothing after can undo) takes none.
+    return planned_ops(tool_plan(tool), args, world)
+
+
+def planned_ops(plan: ToolPlan, args: dict[str, Any], world: World) -> ToolResult:
+    """:func:`run_ops` with the tool's plan at hand."""
     sp: Savepoint | None = None
-    last = len(tool.ops) - 1
     result: Any = None
     have_result = False
     created: Any = None
     updated: Any = None
     deleted: Any = None
+    savepoint_at = plan.savepoint_at(world.seed)
     try:
-        for i, op in enumerate(tool.ops):
-            s = op.spec
-            if sp is None and i < last and op.kind in _WRITES:
+        for i, op in enumerate(plan.ops):
+            if i == savepoint_at:
                 sp = world.savepoint()
-            if op.kind == "get":
-                key = resolve(s["key"], args)
-                row = None if key is ABSENT else world.get(s["table"], key)
+            kind = op.kind
+            if kind == "get":
+                key = op.key(args)
+                row = None if key is ABSENT else world.get(op.table, key)
                 if row is None:
-                    raise NotFound(f"{s['table']} {format_value(key) if key is not ABSENT else '(no key)'} not found")
+                    raise NotFound(f"{op.table} {format_value(key) if key is not ABSENT else '(no key)'} not found")
                 result, have_result = copy_row(row), True
-            elif op.kind == "list":
-                rows = world.select(s["table"], resolve_where(s.get("where"), args, world.get))
-                order = s.get("order_by")
-                if order:
-                    desc = order.startswith("-")
-                    f = order.lstrip("-")
-                    rows = sorted(rows, key=lambda r: _sort_key(r.get(f)), reverse=desc)
-                limit = resolve(s.get("limit"), args)
-                n = as_number(limit) if limit is not None and limit is not ABSENT else None
-                if n is not None:
-                    rows = rows[: max(0, int(n))]
-                result, have_result = [copy_row(r) for r in rows], True
-            elif op.kind == "create":
-                created = world.create(s["table"], _strip_absent(resolve(s.get("row", {}), args)))
-            elif op.kind == "update":
-                updated = apply_update(world, s, args)
-            elif op.kind == "delete":
-                key = resolve(s["key"], args)
+            elif kind == "list":
+                result, have_result = _listed(op, args, world), True
+            elif kind == "create":
+                row = _entries(op.entries, args) if op.entries is not None else _resolved_row(op.spec["row"], args)
+                created = world.create(op.table, row)
+            elif kind == "update":
+                updated = _update(world, op, args)
+            elif kind == "delete":
+                key = op.key(args)
                 if key is ABSENT:
-                    raise NotFound(f"{s['table']} (no key) not found")
-                deleted = world.delete(s["table"], key)
-            elif op.kind == "respond":
-                result, have_result = _strip_absent(resolve(s.get("value"), args)), True
+                    raise NotFound(f"{op.table} (no key) not found")
+                deleted = world.delete(op.table, key)
+            elif kind == "respond":
+                result, have_result = _strip_absent(resolve(op.spec.get("value"), args)), True
     except (NotFound, Conflict, DataError) as e:
         if sp is not None:
             world.rollback(sp)
@@ -448,8 +621,58 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
         return ToolResult(True, value=result)
     # no read or respond: the row the tool created (the agent needs its new key), else the
     # one it updated, else the one it deleted
-    written = next((r for r in (created, updated, deleted) if r is not None), None)
+    written = created if created is not None else updated if updated is not None else deleted
     return ToolResult(True, value=copy_row(written) if written is not None else None)
+
+
+def _listed(op: _OpPlan, args: Mapping[str, Any], world: World) -> list[dict[str, Any]]:
+    """A `list` op's rows (copies), ordered and cut as it says."""
+    s = op.spec
+    rows = world.select(op.table, resolve_where(s.get("where"), args, world.get))
+    f = op.order_field
+    if f is not None and len(rows) > 1:
+        keys = [_sort_key(r.get(f)) for r in rows]
+        rows = [rows[i] for i in sorted(range(len(rows)), key=keys.__getitem__, reverse=op.order_desc)]
+    limit = s.get("limit")
+    if limit is not None:
+        limit = resolve(limit, args)
+        n = as_number(limit) if limit is not None and limit is not ABSENT else None
+        if n is not None:
+            rows = rows[: max(0, int(n))]
+    return [copy_row(r) for r in rows]
+
+
+# a created row or a `set` not written: one mapping, so that its plan is made once
+_NO_ENTRIES: dict[str, Any] = {}
+
+
+def _resolved_row(expr: Any, args: Mapping[str, Any]) -> Any:
+    """``_strip_absent(resolve(expr, args))`` of a created row or an update's `set`: a
+    mapping of the domain by its entry plan (no call per entry), anything else the whole way."""
+    if type(expr) is not dict:
+        return _strip_absent(resolve(expr, args))
+    return _entries(entry_plan(expr), args)
+
+
+def _entries(plan: list[tuple[str, str, Any]], args: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping resolved by its entry plan, its absent `$name` entries left out."""
+    out: dict[str, Any] = {}
+    for f, kind, x in plan:
+        if kind is LITERAL:
+            out[f] = x
+            continue
+        v = args.get(x, ABSENT) if kind is ARGUMENT else resolve(x, args)
+        if v is not ABSENT:
+            out[f] = _strip_absent(v) if isinstance(v, (dict, list)) else v
+    return out
+
+
+def _update(world: World, op: _OpPlan, args: Mapping[str, Any]) -> dict[str, Any]:
+    """One `update` op, as :func:`apply_update` makes it, with the op's key read by its plan."""
+    key = op.key(args)
+    if key is ABSENT:
+        raise NotFound(f"{op.table} (no key) not found")
+    return _apply_update(world, op.spec, key, args, op.entries)
 
 
 # the ops that write: an error after one of them undoes its writes
@@ -469,16 +692,27 @@ def apply_update(world: World, spec: Mapping[str, Any], args: Mapping[str, Any])
     """One `update` op: `set` values as written, then `add` / `subtract` numbers to
     numeric fields and `append` items to list fields, computed from the row as it is.
     A part whose `$name` the call did not give leaves its field alone."""
-    table = spec["table"]
     key = resolve(spec["key"], args)
     if key is ABSENT:
-        raise NotFound(f"{table} (no key) not found")
+        raise NotFound(f"{spec['table']} (no key) not found")
+    return _apply_update(world, spec, key, args)
+
+
+def _apply_update(
+    world: World, spec: Mapping[str, Any], key: Any, args: Mapping[str, Any],
+    entries: list[tuple[str, str, Any]] | None = None,
+) -> dict[str, Any]:
+    """:func:`apply_update` once its key is known (not ABSENT); ``entries``, the plan of
+    its `set` when the caller has it."""
+    table = spec["table"]
     row = world.get(table, key)
     if row is None:
         raise NotFound(f"{table} {format_value(key)} not found")
-    values = _strip_absent(resolve(spec.get("set", {}), args))
+    values = _entries(entries, args) if entries is not None else _resolved_row(spec.get("set", _NO_ENTRIES), args)
     for part in _UPDATE_PARTS:
-        for field, expr in (spec.get(part) or {}).items():
+        if part not in spec:
+            continue
+        for field, expr in (spec[part] or {}).items():
             value = resolve(expr, args)
             if value is ABSENT:
                 continue
@@ -486,7 +720,7 @@ def apply_update(world: World, spec: Mapping[str, Any], args: Mapping[str, Any])
             where = f"{table} {format_value(key)} {field}"
             values[field] = _append(current, value, where) if part == "append" else \
                 _arithmetic(current, value, part, where)
-    return world.update(table, key, values)
+    return world.rewrite(table, key, row, values)
 
 
 def _append(current: Any, item: Any, where: str) -> list[Any]:

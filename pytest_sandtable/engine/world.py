@@ -32,10 +32,7 @@ def copy_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a row that shares nothing mutable with it. Rows are mostly scalars,
     so this is much cheaper than copy.deepcopy; nested values are deep-copied."""
     out = dict(row)
-    for v in out.values():
-        if type(v) not in _SCALAR_TYPES:
-            break
-    else:  # scalars only, as most rows are: the plain copy is the whole copy
+    if _SCALAR_TYPES.issuperset(map(type, out.values())):  # scalars only, as most rows are: the whole copy
         return out
     return {k: v if type(v) in _SCALAR_TYPES else copy.deepcopy(v) for k, v in out.items()}
 
@@ -205,18 +202,43 @@ class World:
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
         """The row with this key, or None. Do not mutate the returned dict."""
-        k = norm_key(key)
+        k = key if type(key) is str else norm_key(key)  # a text is its own key
         row = self._changed[table].get(k)
-        if row is not None:
-            return None if row is _GONE else row
-        return self.seed.tables[table].rows.get(k)
+        if row is None:
+            return self.seed.tables[table].rows.get(k)
+        return None if row is _GONE else row
 
     def untouched(self, table: str) -> bool:
         """Whether this trial has changed nothing in a table (its rows are the seed's)."""
         return not self._changed[table]
 
+    def field_as_seeded(self, table: str, field: str) -> bool:
+        """Whether every row of a table holds in ``field`` (and in its key field) the very
+        value its seed row holds, and the trial has added or deleted no row: what reads
+        that field alone (its values, the keys of the rows holding one) reads the seed's.
+        An update that leaves the field alone keeps its value object (it copies the row),
+        so this costs the rows the trial changed; an equal value written anew says no."""
+        changed = self._changed[table]
+        if not changed:
+            return True
+        if self._created[table]:
+            return False
+        st = self.seed.tables[table]
+        seeded, key = st.rows, st.key
+        for k, row in changed.items():
+            old = seeded.get(k)
+            if old is None or row is _GONE or row.get(key) is not old.get(key):
+                return False
+            if field in old:
+                if field not in row or row[field] is not old[field]:
+                    return False
+            elif field in row:
+                return False
+        return True
+
     def count(self, table: str) -> int:
-        gone = sum(1 for r in self._changed[table].values() if r is _GONE)
+        changed = self._changed[table]
+        gone = sum(1 for r in changed.values() if r is _GONE) if changed else 0
         return len(self.seed.tables[table].rows) + len(self._created[table]) - gone
 
     def rows(self, table: str) -> Iterator[dict[str, Any]]:
@@ -239,24 +261,29 @@ class World:
         st = self.seed.tables[table]
         changed = self._changed[table]
         eq_field = None
-        eq_value: Any = None
+        eq_key: Any = None
         if len(st.rows) >= _INDEX_MIN_ROWS:
             for f, cond in where.items():
                 val = cond
+                if type(val) is str and val and val[0] in _NOT_NUMBER_START:  # _index_key's first case
+                    eq_field, eq_key = f, ("s", val)
+                    break
                 if isinstance(cond, dict):  # an operator object's `eq`; nothing else is looked up
                     if not is_operator_object(cond) or "eq" not in cond:
                         continue
                     val = cond["eq"]
                     if is_operator_object(val):
                         continue
-                if _index_key(val) is not None:
-                    eq_field, eq_value = f, val
+                ik = _index_key(val)
+                if ik is not None:
+                    eq_field, eq_key = f, ik
                     break
         if eq_field is None:
-            out = [r for r in self.rows(table) if row_matches(r, where)]
+            # no clause (a handler listing a whole table): every row, without a test per row
+            out = list(self.rows(table)) if not where else [r for r in self.rows(table) if row_matches(r, where)]
             return out[:limit] if limit is not None else out
         # seed candidates from the index (in seed order), then every row this trial touched
-        candidates = st.index(eq_field).get(_index_key(eq_value), ())
+        candidates = st.index(eq_field).get(eq_key, ())
         if not changed:
             out = [row for row in map(st.rows.__getitem__, candidates) if row_matches(row, where)]
             return out[:limit] if limit is not None else out
@@ -308,15 +335,15 @@ class World:
 
     # -- writes -------------------------------------------------------------
 
-    def next_key(self, table: str) -> Any:
+    def next_key(self, table: str) -> str:
         st = self.seed.tables[table]
         fmt = st.key_format or "{n}"
         n = self.count(table) + 1
-        changed = self._changed[table]
+        changed, seeded = self._changed[table], st.rows
         while True:
-            key = fmt.replace("{n}", str(n))
-            # a deleted row's key is not given out again, as a database's sequence would not
-            if self.get(table, key) is None and norm_key(key) not in changed:
+            key = fmt.replace("{n}", str(n))  # a text: its own key (norm_key)
+            # no row's key, and no deleted row's (as a database's sequence would not give it again)
+            if key not in changed and key not in seeded:
                 return key
             n += 1
 
@@ -324,7 +351,11 @@ class World:
         st = self.seed.tables[table]
         row = copy_row(row)
         if row.get(st.key) is None:
-            row[st.key] = self.next_key(table)
+            # a key next_key gives is no row's, now or deleted: nothing to look up again
+            k = row[st.key] = self.next_key(table)
+            self._created[table].append(k)
+            self._changed[table][k] = row
+            return row
         k = norm_key(row[st.key])
         if self.get(table, k) is not None:
             raise Conflict(f"{table} {row[st.key]} already exists")
@@ -344,6 +375,11 @@ class World:
         old = self.get(table, key)
         if old is None:
             raise NotFound(f"{table} {key} not found")
+        return self.rewrite(table, key, old, values)
+
+    def rewrite(self, table: str, key: Any, old: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`update` of the row ``old`` the caller has just read with ``get(table, key)``
+        (not looked up again)."""
         row = dict(old)
         row.update(copy_row(values))
         self._changed[table][norm_key(key)] = row
@@ -386,12 +422,24 @@ class World:
             if not rows:  # untouched by this trial (a created row is a changed one too)
                 continue
             st = self.seed.tables[table]
-            before_rows = base_changed.get(table, {})
-            before_new = set(base_created.get(table, ()))
-            new_keys = set(self._created[table]) - before_new
-            for k in self._created[table]:
-                if k in new_keys and rows[k] is not _GONE:
-                    created.append({"table": table, "key": rows[k][st.key], "row": copy_row(rows[k])})
+            key = st.key
+            made = self._created[table]
+            before_new = base_created.get(table)
+            # the keys created since the savepoint (None: every key created in the trial)
+            new_keys = set(made).difference(before_new) if before_new else None
+            for k in made:
+                if new_keys is None or k in new_keys:
+                    row = rows[k]
+                    if row is not _GONE:
+                        created.append({"table": table, "key": row[key], "row": copy_row(row)})
+            # every row changed is one created since (a table of new rows): no row to compare
+            if new_keys is None:
+                if len(made) == len(rows):
+                    continue
+                new_keys = set(made)
+            elif len(new_keys) == len(rows):
+                continue
+            before_rows = base_changed.get(table, _NO_ROWS)
             for k, row in rows.items():
                 if k in new_keys:
                     continue
@@ -413,11 +461,14 @@ class World:
 
 
 _first = operator.itemgetter(0)
+_NO_ROWS: dict[Any, dict[str, Any]] = {}  # a table the savepoint holds no changes of
 
 
 def _changed_fields(old: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return {
-        f: {"before": old.get(f), "after": row.get(f)}
-        for f in sorted(set(old) | set(row))
-        if f not in old or f not in row or old[f] != row[f]
-    }
+    """The fields that differ, by name (an update changes a few of a row's many: only
+    those are sorted)."""
+    differ = [f for f, v in row.items() if f not in old or old[f] != v]
+    if row.keys() != old.keys():  # fields the row no longer has (an update keeps them all)
+        differ.extend(f for f in old if f not in row)
+    differ.sort()
+    return {f: {"before": old.get(f), "after": row.get(f)} for f in differ}
