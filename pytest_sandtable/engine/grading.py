@@ -58,18 +58,23 @@ def _closest(world: World, table: str, where: Mapping[str, Any]) -> str:
     return f"; closest: {table} {format_value(best[1].get(key))}: {'; '.join(best[2])}"
 
 
-def grade_state(e: StateExpectation, world: World) -> Check:
-    cid = _state_id(e)
+def grade_state(
+    e: StateExpectation, world: World, cid: str | None = None, resolved: Mapping[str, Any] | None = None
+) -> Check:
+    """``cid`` and ``resolved`` (its fields or where clause, resolved) when the caller has
+    them already (see :class:`_Plan`); else they are made here."""
+    if cid is None:
+        cid = _state_id(e)
     if e.key is not None:
         row = world.get(e.table, e.key)
         if row is None:
             return Check("state", cid, False, f"{e.table} {format_value(e.key)}: no such row")
-        fields = resolve_where(e.fields, {}, world.get)
+        fields = resolve_where(e.fields, {}, world.get) if resolved is None else resolved
         misses = [] if row_matches(row, fields) else _misses(row, fields)  # a passing check words nothing
         if misses:
             return Check("state", cid, False, f"{e.table} {format_value(e.key)}: {'; '.join(misses)}")
         return Check("state", cid, True)
-    where = resolve_where(e.where, {}, world.get)
+    where = resolve_where(e.where, {}, world.get) if resolved is None else resolved
     n = len(world.select(e.table, where))
     if n == e.count or (e.count is None and n >= 1):
         return Check("state", cid, True)
@@ -86,11 +91,16 @@ def _call_args_str(args: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={format_literal(v)}" for k, v in args.items())
 
 
-def grade_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World) -> Check:
-    ok_calls = [c for c in calls if c["tool"] == m.tool and c["ok"]]
-    where = resolve_where(m.args, {}, world.get)
-    if any(row_matches(c["args"], where) for c in ok_calls):
-        return Check("called", cid, True)
+def grade_called(
+    m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World, resolved: Mapping[str, Any] | None = None
+) -> Check:
+    tool = m.tool
+    where = resolve_where(m.args, {}, world.get) if resolved is None else resolved
+    for c in calls:  # (with no conditions on the arguments, any successful call will do)
+        if c["tool"] == tool and c["ok"] and (not where or row_matches(c["args"], where)):
+            return Check("called", cid, True)
+    # failed: only now are the calls gathered to say why
+    ok_calls = [c for c in calls if c["tool"] == tool and c["ok"]]
     if not where:
         attempted = [c for c in calls if c["tool"] == m.tool]
         if attempted:
@@ -127,9 +137,11 @@ def grade_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, worl
     )
 
 
-def grade_not_called(m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World) -> Check:
-    where = resolve_where(m.args, {}, world.get)
-    hits = [c for c in calls if c["tool"] == m.tool and row_matches(c["args"], where)]
+def grade_not_called(
+    m: CallMatcher, calls: Sequence[dict[str, Any]], cid: str, world: World, resolved: Mapping[str, Any] | None = None
+) -> Check:
+    where = resolve_where(m.args, {}, world.get) if resolved is None else resolved
+    hits = [c for c in calls if c["tool"] == m.tool and (not where or row_matches(c["args"], where))]
     if not hits:
         return Check("not_called", cid, True)
     how = f" with {describe_clause(where)}" if where else ""
@@ -145,15 +157,64 @@ def _matcher_ids(prefix: str, matchers: Sequence[CallMatcher]) -> list[str]:
     return ids
 
 
+def _constant(where: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``where`` resolved once for every trial, when nothing in it reads the world (a
+    clause resolves with no arguments, so only a record reference reads it, through the
+    lookup); None when something does, so that each trial resolves it on its own world."""
+    read: list[str] = []
+
+    def probe(table: str, key: Any) -> None:
+        read.append(table)
+
+    resolved = resolve_where(where, {}, probe)
+    return None if read else resolved
+
+
+class _Plan:
+    """What grading an ``Expect`` needs that is the same in every trial, made on its first
+    grading in the process: each check's id, and each clause resolved, unless it reads
+    the world (then None, resolved again on each trial's world). The domain does not
+    change once loaded, as for the clauses' plans in ``domain.conditions``."""
+
+    __slots__ = ("called", "expect", "not_called", "replies", "state")
+
+    def __init__(self, expect: Expect) -> None:
+        self.expect = expect
+        self.state = [(e, _state_id(e), _constant(e.fields if e.key is not None else e.where)) for e in expect.state]
+        self.called = _matchers("called", expect.called)
+        self.not_called = _matchers("not_called", expect.not_called)
+        self.replies = [(phrase, phrase.lower(), f"reply:{phrase}") for phrase in expect.reply_includes]
+
+
+def _matchers(prefix: str, matchers: Sequence[CallMatcher]) -> list[tuple[CallMatcher, str, dict[str, Any] | None]]:
+    """Each matcher with its check id and its clause resolved (None: it reads the world)."""
+    return [(m, cid, _constant(m.args)) for m, cid in zip(matchers, _matcher_ids(prefix, matchers))]
+
+
+_PLANS: dict[int, _Plan] = {}
+_PLANS_KEPT = 4096  # past this many (domains loaded again and again), start over
+
+
+def _plan(expect: Expect) -> _Plan:
+    hit = _PLANS.get(id(expect))
+    if hit is None or hit.expect is not expect:
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        hit = _PLANS[id(expect)] = _Plan(expect)
+    return hit
+
+
 def grade(expect: Expect, world: World, calls: Sequence[dict[str, Any]], agent_texts: Sequence[str]) -> list[Check]:
     """Every expectation of a task, passed or failed, in the order written."""
-    checks = [grade_state(e, world) for e in expect.state]
-    for m, cid in zip(expect.called, _matcher_ids("called", expect.called)):
-        checks.append(grade_called(m, calls, cid, world))
-    for m, cid in zip(expect.not_called, _matcher_ids("not_called", expect.not_called)):
-        checks.append(grade_not_called(m, calls, cid, world))
-    said = "\n".join(agent_texts).lower()
-    for phrase in expect.reply_includes:
-        ok = phrase.lower() in said
-        checks.append(Check("reply", f"reply:{phrase}", ok, "" if ok else f"agent never said {format_literal(phrase)}"))
+    plan = _plan(expect)
+    checks = [grade_state(e, world, cid, resolved) for e, cid, resolved in plan.state]
+    for m, cid, resolved in plan.called:
+        checks.append(grade_called(m, calls, cid, world, resolved))
+    for m, cid, resolved in plan.not_called:
+        checks.append(grade_not_called(m, calls, cid, world, resolved))
+    if plan.replies:
+        said = "\n".join(agent_texts).lower()
+        for phrase, lowered, cid in plan.replies:
+            ok = lowered in said
+            checks.append(Check("reply", cid, ok, "" if ok else f"agent never said {format_literal(phrase)}"))
     return checks

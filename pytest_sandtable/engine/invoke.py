@@ -101,14 +101,13 @@ async def invoke(fn: Any, arg: Any, timeout: float | None, answered: list[float]
     agent's latency."""
     stamps = answered
     if runs_inline(fn) or _is_async(fn):
-        value = _called(fn, arg)
+        value = call_inline(fn, arg)
     else:
         value = await _settled_within(_in_daemon_thread(fn, arg, answered), timeout)
         stamps = None  # stamped by the thread, when it returned
-    # isawaitable's ABC check is a good part of an inline call: a plain answer skips it
-    if value is not None and type(value) not in _ANSWERS and inspect.isawaitable(value):
+    if is_pending(value):
         # (a sync call that gave an awaitable: answered once that is done, stamped last)
-        return await _awaited_within(value, timeout, answered)
+        return await awaited_within(value, timeout, answered)
     if stamps is not None:
         stamps.append(time.perf_counter())
     return value
@@ -118,8 +117,17 @@ async def invoke(fn: Any, arg: Any, timeout: float | None, answered: list[float]
 _ANSWERS = frozenset({str, UserReply})
 
 
-def _called(fn: Any, arg: Any) -> Any:
-    """``fn(arg)`` on the loop (an inline call, or the start of an async one). What it
+def is_pending(value: Any) -> bool:
+    """Whether what a call returned is an awaitable still to be awaited (with
+    :func:`awaited_within`) rather than its answer. isawaitable's ABC check is a good part
+    of an inline call: a plain answer (a str, a UserReply, None) skips it."""
+    return value is not None and type(value) not in _ANSWERS and inspect.isawaitable(value)
+
+
+def call_inline(fn: Any, arg: Any) -> Any:
+    """``fn(arg)`` on the loop (an inline call, or the start of an async one): what
+    :func:`invoke` does first for those, for a caller that knows, once per trial, that
+    ``fn`` runs inline, and so skips the coroutine of ``invoke`` on every turn. What it
     raises is its own: a synchronous call cannot be cancelled from outside."""
     try:
         return fn(arg)
@@ -138,7 +146,7 @@ def _called(fn: Any, arg: Any) -> Any:
 # more (a done callback, then a waiter). The timeout is a timer on the same future.
 
 
-async def _awaited_within(aw: Any, timeout: float | None, answered: list[float] | None = None) -> Any:
+async def awaited_within(aw: Any, timeout: float | None, answered: list[float] | None = None) -> Any:
     """Await an agent's or user's awaitable in a task of its own, for at most
     ``timeout`` seconds. Its own task tells a CancelledError it raised itself (its
     failure) from the trial's cancellation (pytest -x, Ctrl-C, xdist taking the trial

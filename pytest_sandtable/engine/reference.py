@@ -30,15 +30,18 @@ class ReferenceAgent:
         return ReferenceAgent(task.reference)
 
     def __call__(self, turn: Turn) -> str:
-        i = turn.state.get("_reference_i", 0)
+        state = turn.state
+        steps = self.steps
+        i = state.get("_reference_i", 0)
         reply = ""
-        while i < len(self.steps):
-            step = self.steps[i]
+        call_tool = turn.call_tool
+        while i < len(steps):
+            step = steps[i]
             i += 1
             if step.call is not None:
-                turn.call_tool(step.call, dict(step.args))
+                call_tool(step.call, dict(step.args))
             else:
                 reply = step.say or ""
                 break
-        turn.state["_reference_i"] = i
+        state["_reference_i"] = i
         return reply

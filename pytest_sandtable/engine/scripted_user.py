@@ -55,6 +55,14 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def _has_spoken(messages: Sequence[Mapping[str, str]]) -> bool:
+    """Whether the user has said anything yet (its first message is then no reaction)."""
+    for m in messages:
+        if m["role"] == "user":
+            return True
+    return False
+
+
 def _lines(turn: UserTurn) -> Sequence[ScriptLine]:
     """The task's lines; a turn built by hand with only ``script`` texts has plain ones."""
     return turn.lines or [ScriptLine(say=s) for s in turn.script]
@@ -77,8 +85,10 @@ class ScriptedUser:
             raise ScriptError(f"task {turn.trial.task_id!r} has no user.opening and no user.script to say")
         if turn.handed_off:
             return None, UserReply("", "handed_off")
-        said: set[int] = turn.state.setdefault("script_said", set())
-        if not any(m["role"] == "user" for m in turn.messages):
+        said: set[int] | None = turn.state.get("script_said")
+        if said is None:
+            said = turn.state["script_said"] = set()
+        if not _has_spoken(turn.messages):
             if turn.opening:
                 return None, UserReply(turn.opening)
             first = self._next_plain(lines, said)
@@ -100,15 +110,18 @@ class ScriptedUser:
 
     @staticmethod
     def _reaction(turn: UserTurn, lines: Sequence[ScriptLine], said: set[int]) -> int | None:
-        """The first line with ``when``, not said yet, whose conditions hold now."""
-        waiting = [i for i, line in enumerate(lines) if line.when is not None and i not in said]
-        if not waiting:  # a script of plain lines: no reply or calls to read
-            return None
-        reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
-        succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok")}
-        for i in waiting:
-            when = lines[i].when
-            if when is not None and holds(when, reply, succeeded):
+        """The first line with ``when``, not said yet, whose conditions hold now. The reply
+        and the calls are read only once such a line waits (a script of plain lines has none)."""
+        reply: str | None = None
+        succeeded: set[str] = set()
+        for i, line in enumerate(lines):
+            when = line.when
+            if when is None or i in said:
+                continue
+            if reply is None:
+                reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
+                succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok")}
+            if holds(when, reply, succeeded):
                 return i
         return None
 

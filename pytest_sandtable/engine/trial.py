@@ -25,12 +25,23 @@ from .api import (
     UserCallable,
     UserReply,
     UserTurn,
+    runs_inline,
 )
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
 from .grading import grade
 from .handlers import HandlerBug, HandlerState, run_tool
-from .invoke import Deadline, EngineStop, _AgentExit, agent_traceback, exception_text, invoke
+from .invoke import (
+    Deadline,
+    EngineStop,
+    _AgentExit,
+    agent_traceback,
+    awaited_within,
+    call_inline,
+    exception_text,
+    invoke,
+    is_pending,
+)
 from .reference import ReferenceAgent
 from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
@@ -62,13 +73,32 @@ def trial_seed(run_seed: int, domain: str, task: str, trial: int) -> int:
     return int.from_bytes(h[:4], "big")
 
 
+class _TaskParts:
+    """What every trial of one task shares, made on its first trial in the process (kept
+    with its domain's parts): the reference agent bound to it, its script's lines and
+    their texts, its tags, those its domain shares, and the pending items it runs under.
+    A trial's result gets copies of the lists (a reader of one result may change it)."""
+
+    __slots__ = ("lines", "pending", "reference_agent", "script", "shared_tags", "tags", "task")
+
+    def __init__(self, domain: Domain, task: Task) -> None:
+        self.task = task
+        self.reference_agent = ReferenceAgent(task.reference)
+        self.lines = list(task.user.script)
+        self.script = [line.say for line in self.lines]
+        self.tags = list(task.tags)
+        self.shared_tags = [tag for tag in task.tags if tag in domain.shared_tags]
+        self.pending = domain.pending_for(task)
+
+
 class _DomainParts:
     """What every trial of a domain shares, made on its first trial in the process (kept
     here, not in the domain, which the domain cache pickles): the tool specs, the
     disclosure scanner, the call rules by the tool they are about (so a call checks only
-    its own rules), the system prompt, the soft rules and whether any rule is pending."""
+    its own rules), the system prompt, the soft rules and whether any rule is pending;
+    and each task's own parts (:class:`_TaskParts`), made on the task's first trial."""
 
-    __slots__ = ("domain", "rules", "scanner", "soft", "system_prompt", "tools")
+    __slots__ = ("domain", "rules", "scanner", "soft", "soft_tools", "system_prompt", "tasks", "tools")
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
@@ -79,7 +109,17 @@ class _DomainParts:
             if inv.tool is not None:
                 self.rules.setdefault(inv.tool, []).append(inv)
         self.system_prompt = domain.system_prompt()
-        self.soft = [inv for inv in domain.invariants if inv.soft]
+        # the soft rules, as (id, tool): `Invariant.tool` is worked out on each read
+        self.soft = [(inv.id, inv.tool) for inv in domain.invariants if inv.soft]
+        # whether a soft rule is about a tool: only then does a trial gather the tools it tried
+        self.soft_tools = any(tool is not None for _, tool in self.soft)
+        self.tasks: dict[str, _TaskParts] = {}
+
+    def task_parts(self, task: Task) -> _TaskParts:
+        hit = self.tasks.get(task.id)
+        if hit is None or hit.task is not task:
+            hit = self.tasks[task.id] = _TaskParts(self.domain, task)
+        return hit
 
 
 _PARTS: dict[int, _DomainParts] = {}
@@ -106,8 +146,17 @@ class _Trial:
     """The trial's world and record: what the agent's tool calls and messages change,
     and what is graded at the end."""
 
+    # slots: every tool call reads and writes several of these
+    __slots__ = (
+        "calls", "calls_this_turn", "closed", "conversation", "delay", "domain", "faults", "handed_off",
+        "handlers", "info", "lock", "loop_thread", "mcp_url", "owed", "parts", "rules", "scanner", "stop",
+        "succeeded", "task", "tool_by_name", "tools", "tools_url", "transcript", "turn", "violations",
+        "wait_latency", "world",
+    )
+
     def __init__(self, domain: Domain, task: Task, info: TrialInfo) -> None:
         self.domain = domain
+        self.tool_by_name = domain.tools
         self.task = task
         self.info = info
         self.handlers = HandlerState(domain, task, info.seed)  # seed and clock of `handler:` tools
@@ -175,23 +224,19 @@ class _Trial:
             self.stop = e
             return ToolResult(False, error=500, message="the turn was stopped; this call was not run")
 
-    def raise_stop(self) -> None:
-        """Raise the stop a served call met during the agent's turn, if one did."""
-        if self.stop is not None:
-            raise self.stop
-
     def _call_tool(self, name: str, raw: Any) -> ToolResult:
         self.calls_this_turn += 1
         if self.calls_this_turn > MAX_TOOL_CALLS_PER_TURN:
             raise _ToolBudgetExceeded()
         index = len(self.calls)
-        name = name if isinstance(name, str) else text_of(name)
-        tool = self.domain.tools.get(name)
-        violations: list[Violation] = []
+        if not isinstance(name, str):
+            name = text_of(name)
+        tool = self.tool_by_name.get(name)
+        found: list[Violation] | tuple[()] = ()
         args: Any = raw
         n, fault = 0, None
         if tool is None:
-            known = ", ".join(self.domain.tools)
+            known = ", ".join(self.tool_by_name)
             result = ToolResult(False, error=404, message=f"unknown tool {name!r}; the tools are {known}")
         else:
             try:
@@ -199,65 +244,74 @@ class _Trial:
             except ArgError as e:  # not a violation: the rules are about calls that could run
                 result = ToolResult(False, error=400, message=f"invalid arguments for {tool.name}: {e}")
             else:
-                n = 0 if self.faults is None else self.faults.count(tool.name)
-                result, fault = self._run(tool, args, index, violations, n)
+                rules = self.rules.get(tool.name)
+                if rules is not None:
+                    found = self._check_rules(tool, args, index, rules)
+                if self.faults is None:
+                    result = self._run_tool(tool, args, index)
+                else:
+                    n = self.faults.count(tool.name)
+                    result, fault = self._run_faulted(tool, args, index, n)
+                if result.ok:
+                    self.succeeded.append((tool.name, args))
+                    if tool.handoff:
+                        self.handed_off = True
         recorded = plain_arguments(args)[0]
+        ok = result.ok
         call: dict[str, Any] = {
             "index": index,
             "turn": self.turn,
             "tool": name,
             # recorded as JSON values: an agent may pass Decimal, datetime, UUID... (results travel as JSON)
             "args": recorded if isinstance(recorded, dict) else {"_raw": recorded},
-            "ok": result.ok,
-            "result": result.value if result.ok else None,
-            "error": None if result.ok else {"code": result.error, "message": result.message},
-            "violations": [v.invariant for v in violations],
+            "ok": ok,
+            "result": result.value if ok else None,
+            "error": None if ok else {"code": result.error, "message": result.message},
+            "violations": [v.invariant for v in found] if found else [],
         }
         if fault is not None:  # only a faulted call has the key: results without faults stay as they were
             call["fault"] = fault
         self.calls.append(call)
-        self.violations.extend(violations)
+        if found:
+            self.violations.extend(found)
         self.transcript.append({"role": "tool", "call": index})
-        if n and self.faults is not None:
+        if n:
             self._events_after(name, n, index)
         return result
 
-    def _run(
-        self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation], n: int
+    def _run_faulted(
+        self, tool: Tool, args: dict[str, Any], index: int, n: int
     ) -> tuple[ToolResult, dict[str, Any] | None]:
-        """A call with valid arguments, the ``n``-th of its tool (0 when the task has no
-        faults or events): its rules checked (what they find added to ``violations``),
-        then the tool run, unless a fault of the task takes the call. With the fault's
-        record for the call log, when one did."""
-        self._check_rules(tool, args, index, violations)
-        fault = None if not n or self.faults is None else self.faults.fault(tool.name, n)
-        landed: bool | None = None
+        """A call with valid arguments whose rules were checked, the ``n``-th of its tool, in
+        a task with faults or events: the tool run, unless a fault of the task takes the
+        call. With the fault's record for the call log, when one did."""
+        fault = self.faults.fault(tool.name, n) if self.faults is not None else None
         if fault is None:
-            result = self._run_tool(tool, args, index)
-        elif fault.kind is not None and not fault.after_commit:  # refused before the tool runs
+            return self._run_tool(tool, args, index), None
+        landed: bool | None = None
+        if fault.kind is not None and not fault.after_commit:  # refused before the tool runs
             result = fault_error(fault)
         else:  # latency alone, or an error after the tool ran and its writes landed
             result = self._run_tool(tool, args, index)
             if fault.kind is not None:
                 landed, result = result.ok, fault_error(fault)
-        if result.ok:
-            self.succeeded.append((tool.name, args))
-            if tool.handoff:
-                self.handed_off = True
-        if fault is None:
-            return result, None
         self.delay = fault.latency_ms / 1000
         return result, fault_record(fault, landed)
 
-    def _check_rules(self, tool: Tool, args: dict[str, Any], index: int, violations: list[Violation]) -> None:
-        """The call's rules, checked on the world as the call finds it (a faulted call too)."""
+    def _check_rules(
+        self, tool: Tool, args: dict[str, Any], index: int, rules: list[Invariant]
+    ) -> list[Violation] | tuple[()]:
+        """The call's rules, checked on the world as the call finds it (a faulted call too):
+        what they find (an empty tuple, shared, when nothing: most calls break no rule)."""
+        found: list[Violation] = []
         try:
-            for inv in self.rules.get(tool.name, ()):
+            for inv in rules:
                 detail = check_call(inv, tool.name, args, self.world, self.succeeded)
                 if detail:
-                    violations.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
+                    found.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
         except Exception as e:  # the domain's rules, not the agent, went wrong
             raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
+        return found or ()
 
     def _run_tool(self, tool: Tool, args: dict[str, Any], index: int) -> ToolResult:
         """The tool itself: its checks, then its ops or its handler."""
@@ -286,10 +340,21 @@ class _Trial:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
         self.conversation.append({"role": "user" if role == "user" else "assistant", "content": text})
         if role == "agent":
-            for inv, detail in self.scanner.scan(text, self.world):
-                self.violations.append(
-                    Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None, inv.source_quote)
-                )
+            found = self.scanner.scan(text, self.world)
+            if found:
+                for inv, detail in found:
+                    self.violations.append(
+                        Violation(inv.id, inv.kind, inv.soft, detail, self.turn, None, inv.source_quote)
+                    )
+
+
+def _user_reply(r: Any) -> UserReply:
+    """What a simulated user returned, as its reply (a str is one that goes on)."""
+    if isinstance(r, str):
+        return UserReply(r)
+    if not isinstance(r, UserReply):
+        raise TypeError(f"the simulated user returned {type(r).__name__}, expected UserReply or str")
+    return r
 
 
 class _Dialogue:
@@ -297,7 +362,9 @@ class _Dialogue:
     that ended: `ended_by`, the agent's failure as a `runtime` check, or `error` when
     the trial is errored (the user or the domain failed, not the agent)."""
 
-    def __init__(self, t: _Trial, agent: AgentCallable, user: UserCallable, deadline: Deadline) -> None:
+    def __init__(
+        self, t: _Trial, agent: AgentCallable, user: UserCallable, deadline: Deadline, parts: _TaskParts
+    ) -> None:
         self.t = t
         self.agent = agent
         self.user = user
@@ -306,30 +373,51 @@ class _Dialogue:
         self.runtime: list[Check] = []
         self.error: str | None = None
         self.ended_by = ""
-        self.latency: list[float] = []
+        self.latency: list[float] = []  # seconds per agent turn, rounded as results hold them
         self.agent_traceback: str | None = None
         self.agent_usage, self.user_usage = Usage(), Usage()
         self.agent_state: dict[str, Any] = {}
         self.user_state: dict[str, Any] = {}
-        self.script = [line.say for line in t.task.user.script]  # each user turn gets a copy
+        self.parts = parts
+        # asked once per trial, not on every turn: those that run inline are called directly,
+        # without the coroutine (and the deadline arithmetic) of `invoke`
+        self.agent_inline = runs_inline(agent)
+        self.user_inline = runs_inline(user)
+        # The engine's own reference agent (bound to this task) and scripted user read their
+        # turn during the call and keep nothing of it, nor change it: each gets one turn for
+        # the whole trial, over the trial's own lists, made on its first call. Any other
+        # agent or user gets a turn of its own on every call, with copies of the lists.
+        self.shared_agent_turn = type(agent) is ReferenceAgent
+        self.shared_user_turn = type(user) is ScriptedUser
+        self.agent_turn: Turn | None = None
+        self.user_turn: UserTurn | None = None
 
     async def run(self) -> None:
-        """The user speaks first; then the agent and the user take turns until the
-        conversation ends. A closing message with text still gets one last agent turn."""
-        first = await self._opening()
-        if first is None:
-            return
-        self.t.say("user", first.text)
-        closing = bool(first.stop)
-        if closing:
-            self.ended_by = first.stop or ""
+        """The user speaks first (the task's fixed opening, if it has one); then the agent
+        and the user take turns until the conversation ends. A closing message with text
+        still gets one last agent turn."""
+        t = self.t
+        closing = False
+        opening = t.task.user.opening
+        if not opening:
+            first = await self._user_says()
+            if first is None:
+                return
+            if first.stop:
+                if not first.text.strip():
+                    self.error = f"simulated user ended the conversation before it started ({first.stop})"
+                    return
+                self.ended_by, closing = first.stop, True
+            opening = first.text
+        t.say("user", opening)
+        max_turns = t.task.max_turns
         while True:
             if not await self._agent_turn() or closing:
                 return
-            if self.t.handed_off:
+            if t.handed_off:
                 self.ended_by = "handoff"
                 return
-            if self.t.turn >= self.t.task.max_turns:
+            if t.turn >= max_turns:
                 self.ended_by = "max_turns"
                 return
             reply = await self._user_says()
@@ -340,63 +428,63 @@ class _Dialogue:
                 if not reply.text.strip():
                     return
                 closing = True
-            self.t.say("user", reply.text)
-
-    async def _opening(self) -> UserReply | None:
-        """The user's first message (the task's fixed opening, if it has one), or None
-        when the trial is errored before the conversation starts."""
-        opening = self.t.task.user.opening
-        first = UserReply(opening) if opening else await self._user_says()
-        if first is None:
-            return None
-        if first.stop and not first.text.strip():
-            self.error = f"simulated user ended the conversation before it started ({first.stop})"
-            return None
-        return first
+            t.say("user", reply.text)
 
     async def _user_says(self) -> UserReply | None:
         """The user's next message, or None when the user failed: the trial is then
         errored, since the simulated user's failure is not the agent's."""
         try:
-            return await self._ask_user()
+            ut = self._user_turn()
+            try:
+                if self.user_inline:
+                    r = call_inline(self.user, ut)
+                    if type(r) is not UserReply and is_pending(r):  # an inline user that gave an awaitable
+                        r = await awaited_within(r, self.deadline.left())
+                else:
+                    r = await invoke(self.user, ut, self.deadline.left())
+            except (asyncio.TimeoutError, TimeoutError):
+                raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
+            return r if type(r) is UserReply else _user_reply(r)
         except Exception as e:
             self.error = f"simulated user failed: {exception_text(e)}"
             return None
 
-    async def _ask_user(self) -> UserReply:
-        spec = self.t.task.user
+    def _user_turn(self) -> UserTurn:
+        """What the user is given for its next message: the trial's one shared turn for the
+        engine's scripted user (brought up to date), else a new turn with copies."""
+        t = self.t
+        if self.user_turn is not None:
+            self.user_turn.handed_off = t.handed_off
+            return self.user_turn
+        shared = self.shared_user_turn
+        spec = t.task.user
         ut = UserTurn(
-            messages=list(self.t.conversation),
+            messages=t.conversation if shared else list(t.conversation),
             persona=spec.persona,
             instructions=spec.instructions,
             opening=spec.opening,
-            script=list(self.script),
-            trial=self.t.info,
+            script=self.parts.script if shared else list(self.parts.script),
+            trial=t.info,
             state=self.user_state,
-            handed_off=self.t.handed_off,
+            handed_off=t.handed_off,
             usage=self.user_usage,
-            lines=list(spec.script),
+            lines=self.parts.lines if shared else list(self.parts.lines),
             say_unknown=spec.say_unknown,
-            calls=list(self.t.calls),
+            calls=t.calls if shared else list(t.calls),
         )
-        try:
-            r = await invoke(self.user, ut, self.deadline.left())
-        except (asyncio.TimeoutError, TimeoutError):
-            raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
-        if isinstance(r, str):
-            return UserReply(r)
-        if not isinstance(r, UserReply):
-            raise TypeError(f"the simulated user returned {type(r).__name__}, expected UserReply or str")
-        return r
+        if shared:
+            self.user_turn = ut
+        return ut
 
-    async def _agent_turn(self) -> bool:
-        """One agent turn, its reply said; False when the turn ended the trial instead
-        (the agent failed, or the domain did while running one of its tool calls)."""
+    def _next_agent_turn(self) -> Turn:
+        """What the agent is given for its turn: the trial's one shared turn for the engine's
+        reference agent, else a new turn with a copy of the conversation."""
+        if self.agent_turn is not None:
+            return self.agent_turn
         t = self.t
-        t.turn += 1
-        t.calls_this_turn = 0
+        shared = self.shared_agent_turn
         turn = Turn(
-            messages=list(t.conversation),
+            messages=t.conversation if shared else list(t.conversation),
             tools=t.tools,
             system_prompt=self.system_prompt,
             trial=t.info,
@@ -407,11 +495,28 @@ class _Dialogue:
             tools_url=t.tools_url,
             mcp_url=t.mcp_url,
         )
+        if shared:
+            self.agent_turn = turn
+        return turn
+
+    async def _agent_turn(self) -> bool:
+        """One agent turn, its reply said; False when the turn ended the trial instead
+        (the agent failed, or the domain did while running one of its tool calls)."""
+        t = self.t
+        t.turn += 1
+        t.calls_this_turn = 0
+        turn = self.agent_turn or self._next_agent_turn()
         t0 = time.perf_counter()
-        answered: list[float] = []  # when the answer was there (see invoke)
+        answered: list[float] = []  # when the answer was there (see invoke); an inline one: now
         try:
-            reply = await invoke(self.agent, turn, self.deadline.left(), answered)
-            t.raise_stop()  # a served call of this turn met a domain bug or the tool budget
+            if self.agent_inline:
+                reply = call_inline(self.agent, turn)
+                if type(reply) is not str and is_pending(reply):  # an inline agent that gave an awaitable
+                    reply = await awaited_within(reply, self.deadline.left(), answered)
+            else:
+                reply = await invoke(self.agent, turn, self.deadline.left(), answered)
+            if t.stop is not None:  # a served call of this turn met a domain bug or the tool budget
+                raise t.stop
             # latency faults of calls an async agent made with call_tool on the loop: the turn
             # takes that long, as it would have against the slow dependency
             if t.owed:
@@ -424,12 +529,12 @@ class _Dialogue:
         except (_ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
             self._agent_raised(e)
             return False
-        self.latency.append((answered[-1] if answered else time.perf_counter()) - t0)
+        self.latency.append(round((answered[-1] if answered else time.perf_counter()) - t0, 6))
         if self.deadline.passed():
             # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
             self._agent_failed(self._too_late("; it blocked the event loop, so it could not be stopped earlier"))
             return False
-        if reply is not None and not isinstance(reply, str):
+        if type(reply) is not str and reply is not None and not isinstance(reply, str):
             self._agent_failed(f"the agent returned {type(reply).__name__}, expected a str reply")
             return False
         t.say("agent", reply or "")
@@ -484,6 +589,14 @@ async def _talk(t: _Trial, talk: _Dialogue, serve: ServeHook | None) -> str | No
     return talk.error
 
 
+def _verdict(checks: list[Check]) -> str:
+    """Passed when every check passed, else failed (a loop: this runs once a trial)."""
+    for c in checks:
+        if not c.passed:
+            return FAILED
+    return PASSED
+
+
 def _rule_checks(violations: list[Violation]) -> list[Check]:
     """One failed check per hard rule broken: its first violation's detail, and how many more."""
     hard: dict[str, list[Violation]] = {}
@@ -499,10 +612,13 @@ def _rule_checks(violations: list[Violation]) -> list[Check]:
 
 def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     """Add the checks of the task's expectations; why grading errored, if it did."""
-    agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"]
+    expect = t.task.expect
+    # only the task's reply_includes read what the agent said
+    agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"] if expect.reply_includes else ()
     try:
-        checks.extend(grade(t.task.expect, t.world, t.calls, agent_texts))
-        checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
+        checks.extend(grade(expect, t.world, t.calls, agent_texts))
+        if expect.world_matches_reference:
+            checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
     except Exception as e:  # an expectation of the domain went wrong, not the agent
         return f"the domain failed grading the trial: {type(e).__name__}: {e}"
     return None
@@ -512,15 +628,11 @@ def _soft_rules(t: _Trial) -> dict[str, dict[str, Any]]:
     """Each soft rule: its tool, whether it applied (the trial tried that tool) and whether it was broken."""
     if not t.parts.soft:
         return {}
-    attempted = {c["tool"] for c in t.calls}
+    attempted = {c["tool"] for c in t.calls} if t.parts.soft_tools else set()
     broken = {v.invariant for v in t.violations if v.soft}
     return {
-        inv.id: {
-            "tool": inv.tool,
-            "applied": inv.tool is None or inv.tool in attempted,
-            "broken": inv.id in broken,
-        }
-        for inv in t.parts.soft
+        inv: {"tool": tool, "applied": tool is None or tool in attempted, "broken": inv in broken}
+        for inv, tool in t.parts.soft
     }
 
 
@@ -611,15 +723,16 @@ async def _graded_trial(
     wait_latency: bool = True,
 ) -> TrialResult:
     """:func:`arun_trial` without the attribution (the reference replay is one of these)."""
-    # The engine binds its own reference agent to the task, so this is a check of its class,
-    # not of a capability: the task's reference path is hidden data no outside agent may get.
-    if isinstance(agent, ReferenceAgent):
-        agent = agent.for_task(task)
-    deadline = Deadline(trial_timeout)
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
+    parts = t.parts.task_parts(task)
+    # The engine binds its own reference agent to the task, so this is a check of its class,
+    # not of a capability: the task's reference path is hidden data no outside agent may get.
+    # (Bound once per task: it keeps its place in the turn's state, not in itself.)
+    if isinstance(agent, ReferenceAgent):
+        agent = parts.reference_agent if type(agent) is ReferenceAgent else agent.for_task(task)
     t.wait_latency = wait_latency
-    talk = _Dialogue(t, agent, user, deadline)
+    talk = _Dialogue(t, agent, user, Deadline(trial_timeout), parts)
     started = time.perf_counter()
 
     error: str | None = None
@@ -632,13 +745,12 @@ async def _graded_trial(
         error = await _talk(t, talk, serve)
     t.close()
 
-    checks = talk.runtime + _rule_checks(t.violations)
+    checks = talk.runtime  # the dialogue is over: its list becomes the trial's
+    if t.violations:
+        checks.extend(_rule_checks(t.violations))
     if error is None:
         error = _grade_expectations(t, checks)
-    if error is not None:
-        verdict = ERRORED
-    else:
-        verdict = PASSED if all(c.passed for c in checks) else FAILED
+    verdict = ERRORED if error is not None else _verdict(checks)
     return TrialResult(
         soft=_soft_rules(t),
         traceback=talk.agent_traceback,
@@ -648,9 +760,9 @@ async def _graded_trial(
         k=k,
         seed=info.seed,
         verdict=verdict,
-        tags=list(task.tags),
-        shared_tags=[tag for tag in task.tags if tag in domain.shared_tags],
-        pending=domain.pending_for(task),
+        tags=list(parts.tags),
+        shared_tags=list(parts.shared_tags),
+        pending=[dict(item) for item in parts.pending] if parts.pending else [],
         critical=task.critical,
         error=error,
         ended_by=talk.ended_by,
@@ -663,7 +775,7 @@ async def _graded_trial(
         violations=t.violations,
         diff=t.world.diff(baseline),
         usage={"agent": talk.agent_usage.to_dict(), "user": talk.user_usage.to_dict()},
-        latency=[round(x, 6) for x in talk.latency],
+        latency=talk.latency,
         duration=round(time.perf_counter() - started, 6),
         location=location,
     )
@@ -743,7 +855,7 @@ def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: Tr
             t.say(entry["role"], entry["text"])
     checks = [c for c in stored.checks if c.kind == "runtime"] + _rule_checks(t.violations)
     error = _grade_expectations(t, checks)
-    verdict = ERRORED if error is not None else (PASSED if all(c.passed for c in checks) else FAILED)
+    verdict = ERRORED if error is not None else _verdict(checks)
     calls = [dict(c, violations=now["violations"]) for c, now in zip(stored.calls, t.calls)]
     result = TrialResult(**{
         **{f: getattr(stored, f) for f in ("domain", "task", "trial", "k", "seed", "ended_by", "turns", "agent",
