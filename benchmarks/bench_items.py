@@ -103,13 +103,14 @@ def run(folder: Path, args: list[str]) -> tuple[dict[str, float], int]:
 def recorder_cost(domain_file: Path, repeat: int) -> None:
     """What the recorder costs a trial, apart from pytest and the trial itself: 5 trials
     of each task (reference agent) are run once, then recorded ``repeat`` rounds over,
-    as ``plugin/artifacts.py`` does, into a fresh spool each round: made portable (the
-    item's makereport: ``report.safe.portable_encoded``) and spooled (logreport:
-    ``TrialSpool.add_stored``), in one process, and with the trial carried through
-    pytest-xdist's serialisation (execnet's) between the two, as on the controller. The
-    fastest round per step is printed, in µs per trial (a code without ``add_stored``,
-    an older commit's, is measured through its own path: ``portable_trial``, then
-    ``TrialSpool.add(TrialResult.from_dict(...))``)."""
+    as ``plugin/artifacts.py`` records them, into a fresh spool each round. In one
+    process: spooled straight from the TrialResult (``TrialSpool.add_fresh``). Under
+    xdist: made portable on the worker (``report.safe.portable_trial``), carried through
+    pytest-xdist's serialisation (execnet's), and spooled on the controller
+    (``TrialSpool.add_stored``). The fastest round per step is printed, in µs per trial.
+    An older commit's code is measured through its own path: without ``add_fresh``, in
+    one process ``portable_encoded`` then ``add_stored`` with its JSON; without
+    ``add_stored``, ``portable_trial`` then ``TrialSpool.add(TrialResult.from_dict(...))``."""
     import execnet.gateway_base as wire
 
     from pytest_sandtable import ReferenceAgent, ScriptedUser, load_domain, run_trial
@@ -120,19 +121,26 @@ def recorder_cost(domain_file: Path, repeat: int) -> None:
     domain = load_domain(domain_file)
     trials = [run_trial(domain, task.id, ReferenceAgent(), ScriptedUser(), trial=i, k=5, location="sandtable.yaml:1")
               for task in domain.tasks for i in range(1, 6)]
-    one_pass = hasattr(TrialSpool, "add_stored")
+    fresh, one_pass = hasattr(TrialSpool, "add_fresh"), hasattr(TrialSpool, "add_stored")
 
-    def portable(r: TrialResult) -> tuple[dict[str, object], str | None]:
-        return safe.portable_encoded(r) if one_pass else (safe.portable_trial(r), None)
+    def portable(r: TrialResult, hop: bool) -> tuple[dict[str, object] | None, str | None]:
+        if fresh and not hop:
+            return None, None  # nothing made for a report: the spool takes the TrialResult
+        if one_pass and not hop:
+            return safe.portable_encoded(r)
+        return safe.portable_trial(r), None
 
-    def spooled(spool: TrialSpool, d: dict[str, object], text: str | None) -> None:
-        if one_pass:
+    def spooled(spool: TrialSpool, r: TrialResult, d: dict[str, object] | None, text: str | None) -> None:
+        if d is None:
+            spool.add_fresh(r)
+        elif one_pass:
             spool.add_stored(d, text)
         else:
             spool.add(TrialResult.from_dict(d))
 
-    print(f"python {sys.version.split()[0]}; {len(trials)} trials of {len(domain.tasks)} tasks; "
-          f"{'one pass (add_stored)' if one_pass else 'walk (add)'}; fastest of {repeat} rounds, µs per trial")
+    path = "add_fresh / add_stored" if fresh else "add_stored" if one_pass else "walk (add)"
+    print(f"python {sys.version.split()[0]}; {len(trials)} trials of {len(domain.tasks)} tasks; {path}; "
+          f"fastest of {repeat} rounds, µs per trial")
     with tempfile.TemporaryDirectory() as d:
         for hop in (False, True):
             best = [float("inf"), float("inf")]
@@ -141,12 +149,12 @@ def recorder_cost(domain_file: Path, repeat: int) -> None:
                 took = [0.0, 0.0]
                 for r in trials:
                     t0 = time.process_time()
-                    data, text = portable(r)
+                    data, text = portable(r, hop)
                     t1 = time.process_time()
                     if hop:  # what the controller reads: a copy, and no JSON made here
                         data, text = wire.loads_internal(wire.dumps_internal(data)), None
                     t2 = time.process_time()
-                    spooled(spool, data, text)
+                    spooled(spool, r, data, text)
                     took[0] += t1 - t0
                     took[1] += time.process_time() - t2
                 spool.close()

@@ -2,13 +2,13 @@
 report.html, the gate's exit status, the terminal summary, JUnit XML properties and
 trials lost with a dying pytest-xdist worker.
 
-One flow: a trial's :class:`TrialResult` rides in its item's report (as a plain dict,
-for the xdist hop) to the :class:`Recorder` (on the xdist controller, from every
-worker), which spools it to disk at once (``report.spool``) and drops it from the
-report, keeping in memory only what the summary reads: a run's memory does not grow
-with its transcripts. A trial is encoded once where it ran (and, under xdist, once more
-where it is stored), and the reports pytest keeps to the end hold what the three
-reports of an item have alike once. At session finish the recorder builds the run's
+One flow: a trial's :class:`TrialResult` reaches the :class:`Recorder` with the report
+of the phase that tells it (from the item that ran it, or on the xdist controller as a
+plain dict the report carried from a worker), which spools it to disk at once
+(``report.spool``), keeping in memory only what the summary reads: a run's memory does
+not grow with its transcripts. A trial is encoded once where it ran (and, under xdist,
+once more where it is stored), and the reports pytest keeps to the end hold what the
+three reports of an item have alike once. At session finish the recorder builds the run's
 results once (:class:`RunReport`); the terminal summary, both files and the gate read
 that, so they never disagree.
 
@@ -40,10 +40,11 @@ if TYPE_CHECKING:
     from ..report.spool import Alike, TrialSpool
     from ..report.types import Results
 
-__all__ = ["Recorder", "RunReport", "crashed_trial"]
+__all__ = ["Recorder", "RunReport", "crashed_trial", "trial_ended"]
 
 _NODEID = re.compile(r"^(?P<path>.+?)::(?P<task>[^:\[]+)\[(?P<trial>\d+)-(?P<k>\d+)\]$")
 _JUNIT_PREFIX = "sandtable."
+RECORDER = "sandtable-recorder"  # the name the recorder is registered under (plugin.pytest_configure)
 _WORKER_CRASHED = "worker_crashed"  # what ended a trial whose xdist worker died (TrialResult.ended_by)
 # what the setup, call and teardown reports of one item hold alike (pytest builds each
 # anew, and pytest-xdist reads each anew on the controller): pytest's node id (in
@@ -85,40 +86,46 @@ class Recorder:
         # JUnit XML properties only for --junitxml (xdist gives workers the option too): a
         # report keeps its item's properties, and pytest keeps every report to the end
         self.junit = bool(getattr(config.option, "xmlpath", None))
-        # the trial a report of this process carries and its JSON, from makereport to
-        # logreport (right after it) when the JSON was made: the spool need not make it again
-        self._encoded: tuple[dict[str, Any], str | None] | None = None
-        # what the last trial report from each xdist worker (None: this process) held of
-        # _ITEM_PARTS, and strings held once (made with the first trial report: a run
-        # without trials loads nothing for them)
+        self.worker = is_xdist_worker(config)
+        # trial items of this process whose result a report has yet to tell, by node id
+        # (see carry): the report of the phase that tells it takes it from there (a
+        # skipped trial's is there from collection on, on every xdist worker)
+        self._ended: dict[str, Any] = {}
+        # what the last trial report from each xdist worker held of _ITEM_PARTS, and
+        # strings held once (made with the first trial report: a run without trials
+        # loads nothing for them)
         self._last_parts: dict[Any, dict[str, Any]] = {}
         self._alike: Alike | None = None
+        self._last_keywords: Any = None  # of this process's last trial report (see _keywords_once)
 
     # -- on every process (xdist workers too) ----------------------------------------
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        """A trial's result rides in the report of the phase that tells it (see
-        ``items.TrialItem``), as a plain dict: a TestReport keeps extra attributes, and
-        pytest-xdist carries them to the controller.
+    def carry(self, item: Any, result: TrialResult) -> None:
+        """Take ``result``, which ``item`` holds (see :func:`trial_ended`), off it when the
+        report that tells it is logged (:meth:`pytest_runtest_logreport`).
 
         With ``--junitxml``, task, trial, tags and verdict become JUnit XML properties
-        (short strings) when setup ends, the trial having run in it; junitxml reads them
-        from the teardown report."""
-        carried = getattr(item, "sandtable_result", None)
-        if carried is not None and call.when == "setup" and self.junit:
+        (short strings) now, before the setup report is made: junitxml reads them from
+        the teardown report, which holds the item's list of them."""
+        self._ended[item.nodeid] = item
+        if self.junit:
             kept = [p for p in item.user_properties if not str(p[0]).startswith(_JUNIT_PREFIX)]
-            item.user_properties[:] = [*kept, *_junit_properties(carried[1])]
-        report = yield
-        if carried is not None and call.when == carried[0]:
-            from ..report.safe import portable_encoded  # within the caps, no lone surrogate: xdist carries it
+            item.user_properties[:] = [*kept, *_junit_properties(result)]
 
-            report.sandtable, text = portable_encoded(carried[1])
-            # the report carries it on; the item, which lives as long as the session, need not
-            item.sandtable_result = None  # type: ignore[attr-defined]
-            if not is_xdist_worker(self.config):  # recorded here next: its JSON is made already
-                self._encoded = (report.sandtable, text)
-        return report
+    def _told_by(self, report: pytest.TestReport) -> TrialResult | None:
+        """The result of this process's trial that ``report`` tells, taken from its item,
+        which lives as long as the session and need not hold it on. The teardown report
+        takes it too when the phase that tells it never came (``--setup-only``)."""
+        nodeid = report.nodeid  # a property, made each time it is read
+        item = self._ended.get(nodeid)
+        if item is None:
+            return None
+        carried = item.sandtable_result
+        told = carried is not None and carried[0] == report.when
+        if told or report.when == "teardown":
+            item.sandtable_result = None
+            del self._ended[nodeid]
+        return carried[1] if told else None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Counts collection errors; a domain file's is recorded for results.json. Under
@@ -143,7 +150,10 @@ class Recorder:
         with no task in common with the collected trials, are usage errors before any
         trial runs (after -k/-m deselection). Not on an xdist worker: there the controller
         reports them at the end of the run, as it never collects."""
-        if is_xdist_worker(self.config):
+        if self._ended:  # skipped trials, held from collection on: by the node ids items end with
+            # (pytest-xdist's --dist loadgroup adds the group to them, in its own modifyitems)
+            self._ended = {it.nodeid: it for it in self._ended.values()}
+        if self.worker:
             return
         trials = [it for it in items if getattr(it, "is_sandtable_trial", False)]
         if not trials:
@@ -195,22 +205,40 @@ class Recorder:
         raise pytest.UsageError(f"--sandtable-baseline: {base.given} has no task in common with the collected "
                                 f"trials (it has {listed(theirs)}; collected: {listed(collected)})")
 
-    # -- controller only ---------------------------------------------------------------
-
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if is_xdist_worker(self.config):
-            return  # the controller records what the worker's reports carry
-        # taken from the report, which pytest keeps to the end of the session (every
-        # passed one too, in the terminal reporter's stats): the spool keeps the trial
-        data = vars(report).pop("sandtable", None)
-        encoded, self._encoded = self._encoded, None
-        if data is None:
-            if report.failed:
-                self.foreign_failures += 1
-        elif str(report.outcome) != "rerun":  # a trial retried by pytest-rerunfailures counts once: its final run
-            self._spool().add_stored(data, encoded[1] if encoded is not None and encoded[0] is data else None)
+        """A trial's result reaches the recorder in the report of the phase that tells it,
+        first of the hook's implementations: on an xdist worker before pytest-xdist's own
+        sends the report, on the controller or the only process before any other plugin
+        (pytest-reportlog's, the terminal's) reads it.
+
+        In a worker it rides on to the controller as a plain dict (``report.sandtable``:
+        a TestReport keeps extra attributes, and pytest-xdist carries them), within the
+        caps, with no lone surrogate. Where it is recorded it is spooled at once: taken
+        from the report, which pytest keeps to the end of the session (every passed one
+        too, in the terminal reporter's stats), or straight from this process's item."""
+        result = self._told_by(report) if self._ended else None
+        if self.worker:
+            if result is not None:
+                from ..report.safe import portable_trial
+
+                report.sandtable = portable_trial(result)  # type: ignore[attr-defined]
+            return
+        final = str(report.outcome) != "rerun"  # a trial retried by pytest-rerunfailures counts once: its final run
+        if result is not None:
+            if final:
+                self._spool().add_fresh(result)
+        else:
+            data = vars(report).pop("sandtable", None)  # from a worker (or pytest_handlecrashitem)
+            if data is None:
+                if report.failed:
+                    self.foreign_failures += 1
+            elif final:
+                self._spool().add_stored(data)
         if "sandtable" in report.keywords:  # a trial item's report (its marker)
             self._hold_once(vars(report))
+
+    # -- where trials are recorded: the xdist controller, or the only process -----------
 
     def _hold_once(self, parts: dict[str, Any]) -> None:
         """Make a trial report hold once what the reports of the run hold alike (its
@@ -218,15 +246,16 @@ class Recorder:
         three an item: as built, 20,000 trials' reports would hold 60,000 copies of their
         keywords and locations, and from xdist workers of every string in them. Equal
         values become one object; no value changes."""
+        worker = parts.get("worker_id")
+        if worker is None:
+            self._keywords_once(parts)
+            return
         if self._alike is None:
             from ..report.spool import Alike
 
             self._alike = Alike()
         # a worker's reports arrive between another's, each worker's in its items' order;
-        # read from a worker's message, every string in them is a copy of its own (in
-        # this process pytest builds a report of its item's own strings)
-        worker = parts.get("worker_id")
-        from_worker = worker is not None
+        # read from a worker's message, every string in them is a copy of its own
         alike, last = self._alike, self._last_parts.get(worker, {})
         for name in _ITEM_PARTS:
             value = parts.get(name)
@@ -234,15 +263,26 @@ class Recorder:
                 continue
             if name in last and value == last[name]:
                 parts[name] = last[name]  # the item's reports before this one
-            elif from_worker and name == "keywords" and type(value) is dict:
+            elif name == "keywords" and type(value) is dict:
                 parts[name] = {alike.text(k): v for k, v in value.items()}
-            elif from_worker and name == "location" and type(value) is tuple:
+            elif name == "location" and type(value) is tuple:
                 parts[name] = tuple(alike.text(x) for x in value)
         self._last_parts[worker] = {name: parts[name] for name in _ITEM_PARTS if name in parts}
-        if from_worker:
-            for name in _REPORT_TEXTS:
-                if name in parts:
-                    parts[name] = alike.text(parts[name])
+        for name in _REPORT_TEXTS:
+            if name in parts:
+                parts[name] = alike.text(parts[name])
+
+    def _keywords_once(self, parts: dict[str, Any]) -> None:
+        """:meth:`_hold_once` of a report of this process: pytest builds each of an item's
+        reports of the item's own node id and location (the same objects), and its
+        keywords anew, which alone are held once (the cheapest check first)."""
+        keywords, last = parts.get("keywords"), self._last_keywords
+        if keywords is last:
+            return
+        if last is not None and keywords is not None and len(keywords) == len(last) and keywords == last:
+            parts["keywords"] = last
+        else:
+            self._last_keywords = keywords
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -265,7 +305,7 @@ class Recorder:
         return self.spool
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if is_xdist_worker(self.config) or not (self.spool or self.collection_errors):
+        if self.worker or not (self.spool or self.collection_errors):
             return
         results = self._results(session)
         comparison = self._against_baseline(results)
@@ -484,6 +524,16 @@ def _sha256(path: Path) -> str:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return ""
+
+
+def trial_ended(item: Any, when: str, result: TrialResult) -> None:
+    """The trial of ``item`` (an ``items.TrialItem``) came to ``result``, which the report
+    of phase ``when`` tells: the item holds it until the run's recorder takes it with that
+    report. (With the recorder blocked, ``-p no:sandtable-recorder``, nothing records it.)"""
+    item.sandtable_result = (when, result)
+    recorder = item.config.pluginmanager.get_plugin(RECORDER)
+    if recorder is not None:
+        recorder.carry(item, result)
 
 
 def crashed_trial(nodeid: str, rootdir: Path, *, run_seed: int, why: str) -> TrialResult | None:

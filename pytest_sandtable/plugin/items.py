@@ -10,6 +10,7 @@ import pytest
 
 from ..domain.model import Domain, Task
 from ..engine.results import ERRORED, FAILED, TrialResult
+from .artifacts import trial_ended
 from .session import RunState, overriding_fixture, run_state, trial_location, ungraded_trial
 
 
@@ -114,8 +115,9 @@ class TrialItem(pytest.Function):
     the simulated user or the domain shows as a pytest error); the call phase
     reports its verdict.
 
-    The result reaches the recorder (plugin.artifacts) in the report of the phase
-    that tells it: setup for an errored trial (no call phase follows), else call."""
+    The result reaches the recorder (``plugin.artifacts.trial_ended``) with
+    the report of the phase that tells it: setup for an errored trial (no call phase
+    follows), else call. The item holds it until then."""
 
     is_sandtable_trial = True
 
@@ -150,7 +152,7 @@ class TrialItem(pytest.Function):
             self.domain, self.task, self.trial, st.run.k,
             run_seed=st.run.seed, error=self.skip_reason, location=trial_location(self), user="scripted",
         )
-        self.sandtable_result = ("setup", result)
+        trial_ended(self, "setup", result)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         line = self.task.pos.line - 1 if self.task.pos else 0
@@ -168,10 +170,10 @@ class TrialItem(pytest.Function):
                     self.add_report_section("call", name, text)
         else:
             result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self))
-        if result.verdict == ERRORED:
-            self.sandtable_result = ("setup", result)
+        errored = result.verdict == ERRORED
+        trial_ended(self, "setup" if errored else "call", result)
+        if errored:
             raise TrialErrored(result)
-        self.sandtable_result = ("call", result)
 
     def runtest(self) -> None:
         assert self.sandtable_result is not None

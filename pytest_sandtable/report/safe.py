@@ -23,9 +23,10 @@ text, transcript and traceback, the summary tables) passes through here:
   (:func:`storable_trial`, :func:`encoded_trial`): one bad trial never costs a run its
   results.json and report.html.
 - **Once a trial.** A run records thousands of trials, nearly all small and clean:
-  :func:`portable_trial` (on the process that ran it) and :func:`stored_line` (where
-  it is stored) each take one pass of the C encoder to show that a trial holds
-  nothing to clip, redact or replace, and only a trial that does is walked.
+  :func:`portable_trial` (on the xdist worker that ran it) and :func:`stored_line`
+  (where it is stored), or :func:`fresh_line` alone where one process does both, each
+  take one pass of the C encoder to show that a trial holds nothing to clip, redact or
+  replace, and only a trial that does is walked.
 - **Length.** A trial's transcript, world diff and list of rules broken are shown in
   report.html and the terminal up to :data:`ENTRY_LIMIT` entries each (the first
   three quarters and the last quarter of them, :func:`shown_items`), a marker
@@ -34,6 +35,7 @@ text, transcript and traceback, the summary tables) passes through here:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -58,6 +60,7 @@ __all__ = [
     "clip_value",
     "encoded_trial",
     "for_terminal",
+    "fresh_line",
     "named_usage",
     "not_shown",
     "portable_encoded",
@@ -101,6 +104,10 @@ _FAST_LIMIT = min(TEXT_LIMIT, VALUE_LIMIT)
 _ENCODER = json.JSONEncoder(ensure_ascii=False)
 # what json.dumps(..., ensure_ascii=False, allow_nan=False) encodes with: the stored line's encoder
 _STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+# the same, without the C encoder's table of the containers it is in (a fifth of its
+# time on a trial): a structure that contains itself raises RecursionError instead of
+# ValueError, where every caller takes the walk alike
+_STRICT_UNCHECKED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
 # a stored trial's checks' and rules broken's keys, in the order to_dict() gives them (its
 # own: engine.results._FIELDS)
 _CHECK_KEYS = tuple(f.name for f in fields(Check))
@@ -154,15 +161,35 @@ def scrub_secrets(obj: Any, secrets: Sequence[str]) -> Any:
     return _scrub_str(str(obj), secrets)
 
 
-def scrub_text(text: str, secrets: Sequence[str]) -> str:
-    """Rendered text without secrets: their raw, JSON-escaped and HTML-escaped forms."""
+@functools.lru_cache(maxsize=256)
+def _forms(secret: str) -> tuple[str, ...]:
+    """The forms a secret takes in rendered text, each once: raw, JSON-escaped (with and
+    without ``ensure_ascii``) and HTML-escaped. Made once a secret: every trial of a run
+    is scanned for the same few."""
     import html
 
+    forms = (secret, _json_form(secret), json.dumps(secret)[1:-1], html.escape(secret, quote=True))
+    return tuple(form for form in dict.fromkeys(forms) if form)
+
+
+@functools.lru_cache(maxsize=256)
+def _json_form(secret: str) -> str:
+    """A secret as JSON written with ``ensure_ascii=False`` holds it, without the quotes."""
+    return json.dumps(secret, ensure_ascii=False)[1:-1]
+
+
+def scrub_text(text: str, secrets: Sequence[str]) -> str:
+    """Rendered text without secrets: their raw, JSON-escaped and HTML-escaped forms."""
     for v in secrets:
-        for form in {v, json.dumps(v, ensure_ascii=False)[1:-1], json.dumps(v)[1:-1], html.escape(v, quote=True)}:
-            if form and form in text:
+        for form in _forms(v):
+            if form in text:
                 text = text.replace(form, REDACTED)
     return text
+
+
+def _shows_secret(text: str, secrets: Sequence[str]) -> bool:
+    """Whether :func:`scrub_text` would find anything to redact in ``text``."""
+    return any(form in text for v in secrets for form in _forms(v))
 
 
 # --------------------------------------------------------------------------- text UTF-8 can hold
@@ -435,18 +462,73 @@ def portable_encoded(r: TrialResult) -> tuple[dict[str, Any], str | None]:
     stored by the process that ran it, :func:`stored_line` takes that JSON instead of
     encoding the trial again."""
     d = r.to_dict()
-    try:
-        # a long conversation is surely over the cap: no need to encode it to know
-        if sum(len(str(e.get("text", ""))) for e in r.transcript) <= _FAST_LIMIT:
-            text = _STRICT.encode(d)
-            if len(text) <= _FAST_LIMIT:
-                text.encode("utf-8")  # raises on a lone surrogate
-                return d, text
-    except (ValueError, TypeError, RecursionError, AttributeError):  # UnicodeEncodeError is a ValueError
-        pass
+    text = _within_caps(r, d)
+    if text is not None:
+        try:
+            text.encode("utf-8")  # raises on a lone surrogate
+            return d, text
+        except UnicodeEncodeError:
+            pass
     _, text = encoded_trial(storable_trial(d), ())
     portable: dict[str, Any] = json.loads(utf8(text))
     return portable, None
+
+
+def _within_caps(r: TrialResult, d: Mapping[str, Any]) -> str | None:
+    """``d`` (``r.to_dict()``) as strict JSON, when one pass of the C encoder shows it is
+    within the smaller cap, so that nothing in it is over one; None when it may not be, or
+    is not JSON."""
+    try:
+        # a long conversation is surely over the cap: no need to encode it to know
+        if sum(len(str(e.get("text", ""))) for e in r.transcript) > _FAST_LIMIT:
+            return None
+        text = _STRICT_UNCHECKED.encode(d)
+    except (ValueError, TypeError, RecursionError, AttributeError):
+        return None
+    return text if len(text) <= _FAST_LIMIT else None
+
+
+def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
+    """The line :meth:`~pytest_sandtable.report.spool.TrialSpool.add_stored` stores for
+    ``portable_trial(r)``, as UTF-8, for a trial the calling process ran (so its dict is a
+    :class:`TrialResult`'s own, of a known shape: :func:`stored_line` need not check it),
+    in the one pass of the C encoder that shows there is nothing in it to bound, redact,
+    replace or rewrite; None when there may be (the caller then takes that path).
+
+    What that pass must show: usage as the walk leaves it (:func:`_usage_as_stored`,
+    decided without encoding it), JSON within the smaller cap, no lone surrogate (the
+    UTF-8 encoding raises) and no secret in any form :func:`scrub_text` redacts."""
+    if not _usage_as_stored(r.usage):
+        return None
+    text = _within_caps(r, r.to_dict())
+    if text is None:
+        return None
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if secrets and _shows_secret(text, secrets):
+        return None
+    return data
+
+
+def _usage_as_stored(usage: Any) -> bool:
+    """Whether :func:`_usage` leaves ``usage`` as it is, to the value: the agent's and the
+    user's side only, their models under their printable names (so none are merged) and
+    their counters whole numbers >= 0, in plain dicts (what the engine's ``Usage.to_dict``
+    gives)."""
+    if type(usage) is not dict:
+        return False
+    for side, models in usage.items():
+        if side not in ("agent", "user") or type(models) is not dict:
+            return False
+        for model, counts in models.items():
+            if type(model) is not str or clip_text(model_name(model), _NAME_LIMIT) != model or type(counts) is not dict:
+                return False
+            for name, n in counts.items():
+                if type(name) is not str or type(n) is not int or n < 0:
+                    return False
+    return True
 
 
 def _encoded(value: Any, secrets: Sequence[str]) -> tuple[Any, str]:
@@ -456,7 +538,7 @@ def _encoded(value: Any, secrets: Sequence[str]) -> tuple[Any, str]:
 
 def _holds_secret(text: str, secrets: Sequence[str]) -> bool:
     """Whether JSON text holds a secret, raw or JSON-escaped."""
-    return any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in secrets)
+    return any(v in text or _json_form(v) in text for v in secrets)
 
 
 def encoded_trial(d: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[str, Any], str]:

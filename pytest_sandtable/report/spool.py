@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import IO, Any, overload
 
 from ..engine.results import Check, TrialResult
-from .safe import encoded_trial, scrub_text, secret_values, shown_trial, stored_line, utf8
+from .safe import encoded_trial, fresh_line, portable_trial, scrub_text, secret_values, shown_trial, stored_line, utf8
 from .summary import trial_order_key
 from .types import StoredTrial
 
@@ -57,7 +57,8 @@ def summary_view(t: TrialResult) -> TrialResult:
     modes). What remains is small and bounded by the caps ``t`` is already within. Read
     only: its empty lists are shared."""
     failed = [c for c in t.checks if not c.passed]
-    return dataclasses.replace(t, **_LIGHT, checks=failed or _NONE)
+    # dataclasses.replace, without its walk over the fields: a TrialResult's fields are its attributes
+    return TrialResult(**{**vars(t), **_LIGHT, "checks": failed or _NONE})
 
 
 class Alike:
@@ -207,6 +208,18 @@ class TrialSpool:
         stored, line = quick
         self._entries.append(self._store(line, _light_trial(stored)))
 
+    def add_fresh(self, t: TrialResult) -> None:
+        """:meth:`add_stored` of ``report.safe.portable_trial(t)``, for a trial this process
+        ran and nothing else holds: the same line and light trial, the line made in one
+        pass of the C encoder (:func:`~pytest_sandtable.report.safe.fresh_line`) and the
+        light trial from ``t`` itself, which it shares values with. A trial that pass does
+        not show clean takes the path of a carried one."""
+        data = fresh_line(t, self.secrets)
+        if data is None:
+            self.add_stored(portable_trial(t))
+            return
+        self._entries.append(self._keep(data, summary_view(t)))
+
     def trials(self) -> list[TrialResult]:
         """The light trials, in the order they were added."""
         return [e.light for e in self._entries]
@@ -241,7 +254,10 @@ class TrialSpool:
     def _store(self, line: str, light: TrialResult) -> _Entry:
         """Write a trial's JSON ``line`` (secrets redacted in every form, lone surrogates
         replaced) and keep ``light`` with where the line is."""
-        data = utf8(scrub_text(line, self.secrets))
+        return self._keep(utf8(scrub_text(line, self.secrets) if self.secrets else line), light)
+
+    def _keep(self, data: bytes, light: TrialResult) -> _Entry:
+        """Write a trial's line ``data`` (as :meth:`_store` makes it) and keep ``light``."""
         try:
             self._write(data)
         except OSError:  # a full disk, a vanished folder: the run goes on, in memory
