@@ -38,7 +38,7 @@ class ToolSpec:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolResult:
     """What a tool call returned: a value, or an error with a code and message."""
 
@@ -47,6 +47,13 @@ class ToolResult:
     error: int | None = None
     message: str | None = None
 
+    def __init__(self, ok: bool, value: Any = None, error: int | None = None, message: str | None = None) -> None:
+        # The generated __init__ of a frozen dataclass sets each field with object.__setattr__
+        # (a call a field); every tool call makes one of these, so the fields go straight into
+        # the instance's dict. Still frozen: assigning a field afterwards raises.
+        d = self.__dict__
+        d["ok"], d["value"], d["error"], d["message"] = ok, value, error, message
+
     def to_json(self) -> str:
         """The result as the agent should see it (JSON text)."""
         if self.ok:
@@ -54,7 +61,7 @@ class ToolResult:
         return json.dumps({"error": self.error, "message": self.message}, ensure_ascii=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TrialInfo:
     """Who this trial is. Never contains the user's hidden instructions."""
 
@@ -63,6 +70,11 @@ class TrialInfo:
     trial: int
     k: int
     seed: int
+
+    def __init__(self, domain: str, task_id: str, trial: int, k: int, seed: int) -> None:
+        # one a trial: set as ToolResult's are (see there), frozen all the same
+        d = self.__dict__
+        d["domain"], d["task_id"], d["trial"], d["k"], d["seed"] = domain, task_id, trial, k, seed
 
     @property
     def trial_id(self) -> str:

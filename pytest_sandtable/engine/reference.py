@@ -34,7 +34,8 @@ class ReferenceAgent:
         steps = self.steps
         i = state.get("_reference_i", 0)
         reply = ""
-        call_tool = turn.call_tool
+        # the turn's own caller, which Turn.call_tool only passes on: one frame fewer a call
+        call_tool = turn._call
         while i < len(steps):
             step = steps[i]
             i += 1

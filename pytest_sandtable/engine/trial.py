@@ -5,6 +5,7 @@ final world and the call log are graded."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import hashlib
 import threading
 import time
@@ -247,11 +248,19 @@ class _Trial:
                 rules = self.rules.get(tool.name)
                 if rules is not None:
                     found = self._check_rules(tool, args, index, rules)
-                if self.faults is None:
-                    result = self._run_tool(tool, args, index)
-                else:
+                if self.faults is not None:
                     n = self.faults.count(tool.name)
-                    result, fault = self._run_faulted(tool, args, index, n)
+                # the tool itself: its checks, then its ops or its handler (run here, not in a
+                # function of its own: one frame fewer on every call)
+                try:
+                    if n == 0:  # the task has no faults nor events
+                        result = run_tool(tool, args, self.world, self.handlers, index)
+                    else:
+                        result, fault = self._run_faulted(tool, args, index, n)
+                except HandlerBug as e:  # its text says what the handler did, with its traceback
+                    raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
+                except Exception as e:  # the domain's ops, not the agent, went wrong
+                    raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
                 if result.ok:
                     self.succeeded.append((tool.name, args))
                     if tool.handoff:
@@ -284,15 +293,16 @@ class _Trial:
     ) -> tuple[ToolResult, dict[str, Any] | None]:
         """A call with valid arguments whose rules were checked, the ``n``-th of its tool, in
         a task with faults or events: the tool run, unless a fault of the task takes the
-        call. With the fault's record for the call log, when one did."""
+        call. With the fault's record for the call log, when one did. (What the tool raises
+        is the caller's to make a domain bug of.)"""
         fault = self.faults.fault(tool.name, n) if self.faults is not None else None
         if fault is None:
-            return self._run_tool(tool, args, index), None
+            return run_tool(tool, args, self.world, self.handlers, index), None
         landed: bool | None = None
         if fault.kind is not None and not fault.after_commit:  # refused before the tool runs
             result = fault_error(fault)
         else:  # latency alone, or an error after the tool ran and its writes landed
-            result = self._run_tool(tool, args, index)
+            result = run_tool(tool, args, self.world, self.handlers, index)
             if fault.kind is not None:
                 landed, result = result.ok, fault_error(fault)
         self.delay = fault.latency_ms / 1000
@@ -312,15 +322,6 @@ class _Trial:
         except Exception as e:  # the domain's rules, not the agent, went wrong
             raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
         return found or ()
-
-    def _run_tool(self, tool: Tool, args: dict[str, Any], index: int) -> ToolResult:
-        """The tool itself: its checks, then its ops or its handler."""
-        try:
-            return run_tool(tool, args, self.world, self.handlers, index)
-        except HandlerBug as e:  # its text says what the handler did, with its traceback
-            raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
-        except Exception as e:  # the domain's ops, not the agent, went wrong
-            raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
 
     def _events_after(self, tool: str, n: int, index: int) -> None:
         """The task's events that follow the ``n``-th call of ``tool`` (call ``index``):
@@ -348,6 +349,17 @@ class _Trial:
                     )
 
 
+class _OnLoop(enum.Enum):
+    """The type of :data:`_ON_LOOP` (an enum of one, so that type checkers narrow ``is``)."""
+
+    ON_LOOP = 0
+
+
+_ON_LOOP = _OnLoop.ON_LOOP
+"""What an inline agent's or user's turn, run without a coroutine, returns when the rest
+of it needs the event loop after all (see ``_Dialogue.run``)."""
+
+
 def _user_reply(r: Any) -> UserReply:
     """What a simulated user returned, as its reply (a str is one that goes on)."""
     if isinstance(r, str):
@@ -361,6 +373,13 @@ class _Dialogue:
     """The simulated user and the agent under test taking turns over a trial, and how
     that ended: `ended_by`, the agent's failure as a `runtime` check, or `error` when
     the trial is errored (the user or the domain failed, not the agent)."""
+
+    # slots: every turn reads several of these
+    __slots__ = (
+        "agent", "agent_inline", "agent_state", "agent_traceback", "agent_turn", "agent_usage", "deadline",
+        "ended_by", "error", "held_agent", "held_user", "latency", "parts", "runtime", "shared_agent_turn",
+        "shared_user_turn", "system_prompt", "t", "user", "user_inline", "user_state", "user_turn", "user_usage",
+    )
 
     def __init__(
         self, t: _Trial, agent: AgentCallable, user: UserCallable, deadline: Deadline, parts: _TaskParts
@@ -391,6 +410,10 @@ class _Dialogue:
         self.shared_user_turn = type(user) is ScriptedUser
         self.agent_turn: Turn | None = None
         self.user_turn: UserTurn | None = None
+        # what an inline agent's or user's call gave that needs the loop (an awaitable, or a
+        # reply with latency owed, and the turn's start), left for the coroutine of the turn
+        self.held_agent: tuple[Any, float] | None = None
+        self.held_user: Any = None
 
     async def run(self) -> None:
         """The user speaks first (the task's fixed opening, if it has one); then the agent
@@ -400,7 +423,9 @@ class _Dialogue:
         closing = False
         opening = t.task.user.opening
         if not opening:
-            first = await self._user_says()
+            first = self._inline_user_says() if self.user_inline else _ON_LOOP
+            if first is _ON_LOOP:
+                first = await self._user_says()
             if first is None:
                 return
             if first.stop:
@@ -412,7 +437,11 @@ class _Dialogue:
         t.say("user", opening)
         max_turns = t.task.max_turns
         while True:
-            if not await self._agent_turn() or closing:
+            # an inline agent's or user's turn runs without a coroutine, unless it needs the loop
+            done = self._inline_agent_turn() if self.agent_inline else _ON_LOOP
+            if done is _ON_LOOP:
+                done = await self._agent_turn()
+            if not done or closing:
                 return
             if t.handed_off:
                 self.ended_by = "handoff"
@@ -420,7 +449,9 @@ class _Dialogue:
             if t.turn >= max_turns:
                 self.ended_by = "max_turns"
                 return
-            reply = await self._user_says()
+            reply = self._inline_user_says() if self.user_inline else _ON_LOOP
+            if reply is _ON_LOOP:
+                reply = await self._user_says()
             if reply is None:
                 return
             if reply.stop:
@@ -430,24 +461,47 @@ class _Dialogue:
                 closing = True
             t.say("user", reply.text)
 
-    async def _user_says(self) -> UserReply | None:
-        """The user's next message, or None when the user failed: the trial is then
-        errored, since the simulated user's failure is not the agent's."""
+    def _inline_user_says(self) -> UserReply | _OnLoop | None:
+        """An inline user's next message, without a coroutine: as :meth:`_user_says`, or
+        :data:`_ON_LOOP` when the user gave an awaitable (held for :meth:`_user_says`)."""
         try:
             ut = self._user_turn()
             try:
-                if self.user_inline:
-                    r = call_inline(self.user, ut)
-                    if type(r) is not UserReply and is_pending(r):  # an inline user that gave an awaitable
-                        r = await awaited_within(r, self.deadline.left())
+                r = call_inline(self.user, ut)
+            except (asyncio.TimeoutError, TimeoutError):
+                raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
+            if type(r) is UserReply:
+                return r
+            if is_pending(r):
+                self.held_user = r
+                return _ON_LOOP
+            return _user_reply(r)
+        except Exception as e:
+            self._user_failed(e)
+            return None
+
+    async def _user_says(self) -> UserReply | None:
+        """The user's next message on the loop (the awaitable an inline user gave, or a
+        call through :func:`invoke`), or None when the user failed: the trial is then
+        errored, since the simulated user's failure is not the agent's."""
+        try:
+            held, self.held_user = self.held_user, None
+            ut = None if held is not None else self._user_turn()
+            try:
+                if held is not None:
+                    r = await awaited_within(held, self.deadline.left())
                 else:
                     r = await invoke(self.user, ut, self.deadline.left())
             except (asyncio.TimeoutError, TimeoutError):
                 raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
             return r if type(r) is UserReply else _user_reply(r)
         except Exception as e:
-            self.error = f"simulated user failed: {exception_text(e)}"
+            self._user_failed(e)
             return None
+
+    def _user_failed(self, e: Exception) -> None:
+        """Error the trial for the simulated user's failure (none is the agent's)."""
+        self.error = f"simulated user failed: {exception_text(e)}"
 
     def _user_turn(self) -> UserTurn:
         """What the user is given for its next message: the trial's one shared turn for the
@@ -499,22 +553,46 @@ class _Dialogue:
             self.agent_turn = turn
         return turn
 
-    async def _agent_turn(self) -> bool:
-        """One agent turn, its reply said; False when the turn ended the trial instead
-        (the agent failed, or the domain did while running one of its tool calls)."""
+    def _begin_turn(self) -> tuple[Turn, float]:
+        """The next agent turn counted, and what the agent is given for it, with its start."""
         t = self.t
         t.turn += 1
         t.calls_this_turn = 0
-        turn = self.agent_turn or self._next_agent_turn()
-        t0 = time.perf_counter()
+        return self.agent_turn or self._next_agent_turn(), time.perf_counter()
+
+    def _inline_agent_turn(self) -> bool | _OnLoop:
+        """An inline agent's turn, without a coroutine: as :meth:`_agent_turn`, or
+        :data:`_ON_LOOP` when the rest of it needs the loop (the agent gave an awaitable,
+        or its calls left latency to wait out): :meth:`_agent_turn` finishes it."""
+        turn, t0 = self._begin_turn()
+        t = self.t
+        try:
+            reply = call_inline(self.agent, turn)
+            if (type(reply) is not str and is_pending(reply)) or t.owed:
+                self.held_agent = (reply, t0)
+                return _ON_LOOP
+            if t.stop is not None:  # a served call of this turn met a domain bug or the tool budget
+                raise t.stop
+        except (_DomainBug, _ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
+            return self._turn_failed(e)
+        return self._agent_replied(reply, t0, None)
+
+    async def _agent_turn(self) -> bool:
+        """One agent turn, its reply said; False when the turn ended the trial instead
+        (the agent failed, or the domain did while running one of its tool calls). An
+        inline agent's turn held by :meth:`_inline_agent_turn` is finished here."""
+        held, self.held_agent = self.held_agent, None
+        if held is None:
+            turn, t0 = self._begin_turn()
+        else:
+            reply, t0 = held
         answered: list[float] = []  # when the answer was there (see invoke); an inline one: now
         try:
-            if self.agent_inline:
-                reply = call_inline(self.agent, turn)
-                if type(reply) is not str and is_pending(reply):  # an inline agent that gave an awaitable
-                    reply = await awaited_within(reply, self.deadline.left(), answered)
-            else:
+            if held is None:
                 reply = await invoke(self.agent, turn, self.deadline.left(), answered)
+            elif type(reply) is not str and is_pending(reply):  # an inline agent that gave an awaitable
+                reply = await awaited_within(reply, self.deadline.left(), answered)
+            t = self.t
             if t.stop is not None:  # a served call of this turn met a domain bug or the tool budget
                 raise t.stop
             # latency faults of calls an async agent made with call_tool on the loop: the turn
@@ -522,22 +600,33 @@ class _Dialogue:
             if t.owed:
                 await asyncio.wait_for(t.wait_owed(), self.deadline.left())
                 answered.clear()
-        except _DomainBug as e:
+        except (_DomainBug, _ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
+            return self._turn_failed(e)
+        return self._agent_replied(reply, t0, answered)
+
+    def _turn_failed(self, e: BaseException) -> bool:
+        """End the trial on what the agent's turn raised: a domain bug errors it, anything
+        else fails it (see :meth:`_agent_raised`). False, as the turn returns."""
+        if isinstance(e, _DomainBug):
             self.error = str(e)
             self.ended_by = "domain_error"
-            return False
-        except (_ToolBudgetExceeded, Exception) as e:  # the trial's own cancellation goes on up
+        else:
             self._agent_raised(e)
-            return False
+        return False
+
+    def _agent_replied(self, reply: Any, t0: float, answered: list[float] | None) -> bool:
+        """The turn's latency recorded and its reply said; False when the agent answered
+        too late or with something other than text."""
         self.latency.append(round((answered[-1] if answered else time.perf_counter()) - t0, 6))
-        if self.deadline.passed():
+        end = self.deadline.end  # Deadline.passed(), without its call: this runs every turn
+        if end is not None and time.monotonic() > end:
             # an async agent that blocks the event loop cannot be interrupted; judge it after the fact
             self._agent_failed(self._too_late("; it blocked the event loop, so it could not be stopped earlier"))
             return False
         if type(reply) is not str and reply is not None and not isinstance(reply, str):
             self._agent_failed(f"the agent returned {type(reply).__name__}, expected a str reply")
             return False
-        t.say("agent", reply or "")
+        self.t.say("agent", reply or "")
         return True
 
     def _agent_raised(self, e: BaseException) -> None:
@@ -662,9 +751,8 @@ async def arun_trial(
     if isinstance(task, str):
         task = domain.task(task)
     result = await _graded_trial(
-        domain, task, agent, user, trial=trial, k=k, run_seed=run_seed, agent_name=agent_name,
-        user_name=user_name, trial_timeout=trial_timeout, location=location, serve=serve,
-        wait_latency=wait_latency,
+        domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
+        wait_latency,
     )
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
@@ -699,8 +787,8 @@ async def reference_trial(domain: Domain, task: Task) -> TrialResult | None:
         return hit[1]
     found: TrialResult | None = None
     if task.reference and (task.user.opening or task.user.script):
-        replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), agent_name="reference",
-                                     user_name="scripted", wait_latency=False)
+        replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), 1, 1, 0, "reference",
+                                     "scripted", None, "", None, False)
         found = None if replay.verdict == ERRORED else replay
     _REFERENCES[(id(domain), task.id)] = (domain, found)
     return found
@@ -711,18 +799,19 @@ async def _graded_trial(
     task: Task,
     agent: AgentCallable,
     user: UserCallable,
-    *,
-    trial: int = 1,
-    k: int = 1,
-    run_seed: int = 0,
-    agent_name: str = "",
-    user_name: str = "",
-    trial_timeout: float | None = None,
-    location: str = "",
-    serve: ServeHook | None = None,
-    wait_latency: bool = True,
+    trial: int,
+    k: int,
+    run_seed: int,
+    agent_name: str,
+    user_name: str,
+    trial_timeout: float | None,
+    location: str,
+    serve: ServeHook | None,
+    wait_latency: bool,
 ) -> TrialResult:
-    """:func:`arun_trial` without the attribution (the reference replay is one of these)."""
+    """:func:`arun_trial` without the attribution (the reference replay is one of these).
+    Its arguments are positional, as those of the TrialResult it makes: it runs once a
+    trial, and keyword arguments cost a lookup each."""
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
     t = _Trial(domain, task, info)
     parts = t.parts.task_parts(task)
@@ -742,7 +831,11 @@ async def _graded_trial(
         error = f"the task's given could not be applied: {e}"
     baseline = t.world.savepoint()
     if error is None:
-        error = await _talk(t, talk, serve)
+        if serve is None:  # as _talk does without a server, one coroutine fewer
+            await talk.run()
+            error = talk.error
+        else:
+            error = await _talk(t, talk, serve)
     t.close()
 
     checks = talk.runtime  # the dialogue is over: its list becomes the trial's
@@ -751,33 +844,35 @@ async def _graded_trial(
     if error is None:
         error = _grade_expectations(t, checks)
     verdict = ERRORED if error is not None else _verdict(checks)
+    # positional, in the order of TrialResult's fields (tests/test_trial_hot_path2.py pins
+    # it): keyword arguments cost ~1 µs of a trial's ~70
     return TrialResult(
-        soft=_soft_rules(t),
-        traceback=talk.agent_traceback,
-        domain=domain.name,
-        task=task.id,
-        trial=trial,
-        k=k,
-        seed=info.seed,
-        verdict=verdict,
-        tags=list(parts.tags),
-        shared_tags=list(parts.shared_tags),
-        pending=[dict(item) for item in parts.pending] if parts.pending else [],
-        critical=task.critical,
-        error=error,
-        ended_by=talk.ended_by,
-        turns=t.turn,
-        agent=agent_name,
-        user=user_name,
-        transcript=t.transcript,
-        calls=t.calls,
-        checks=checks,
-        violations=t.violations,
-        diff=t.world.diff(baseline),
-        usage={"agent": talk.agent_usage.to_dict(), "user": talk.user_usage.to_dict()},
-        latency=talk.latency,
-        duration=round(time.perf_counter() - started, 6),
-        location=location,
+        domain.name,  # domain
+        task.id,  # task
+        trial,  # trial
+        k,  # k
+        info.seed,  # seed
+        verdict,  # verdict
+        list(parts.tags),  # tags
+        task.critical,  # critical
+        error,  # error
+        talk.ended_by,  # ended_by
+        t.turn,  # turns
+        agent_name,  # agent
+        user_name,  # user
+        t.transcript,  # transcript
+        t.calls,  # calls
+        checks,  # checks
+        t.violations,  # violations
+        t.world.diff(baseline),  # diff
+        {"agent": talk.agent_usage.to_dict(), "user": talk.user_usage.to_dict()},  # usage
+        talk.latency,  # latency
+        round(time.perf_counter() - started, 6),  # duration
+        location,  # location
+        talk.agent_traceback,  # traceback
+        _soft_rules(t),  # soft
+        list(parts.shared_tags),  # shared_tags
+        [dict(item) for item in parts.pending] if parts.pending else [],  # pending
     )
 
 
