@@ -241,9 +241,11 @@ def run_tool(tool: Tool, args: dict[str, Any], world: World, state: HandlerState
     """A call with valid arguments, as every path runs it (a trial, the reference's
     world, lint's replay): the tool's checks, then its handler or its ops."""
     plan = tool_plan(tool)  # looked up once for the checks and the ops
-    return planned_checks(plan, args, world) or (
-        run_handler(tool, args, world, state, index) if tool.handler else planned_ops(plan, args, world)
-    )
+    if plan.checks:  # most tools that only read have none
+        failed = planned_checks(plan, args, world)
+        if failed is not None:
+            return failed
+    return run_handler(tool, args, world, state, index) if tool.handler else planned_ops(plan, args, world)
 
 
 def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:

@@ -6,7 +6,7 @@ import copy
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -483,19 +483,34 @@ class _OpPlan:
     its key is when that is exactly `$name` (read from the call without resolving), the
     entry plan of a create's row or an update's `set`, its `order_by` taken apart."""
 
-    __slots__ = ("entries", "key_arg", "kind", "order_desc", "order_field", "spec", "table")
+    __slots__ = (
+        "entries", "key_arg", "kind", "listed_seed", "listings", "order_desc", "order_field", "run", "scalar_row",
+        "slot", "spec", "table",
+    )
 
-    def __init__(self, kind: str, spec: dict[str, Any]) -> None:
+    def __init__(self, kind: str, spec: dict[str, Any], params: Mapping[str, Param]) -> None:
         self.kind = kind
         self.spec = spec
         self.table: str = spec.get("table", "")
         self.key_arg = argument_name(spec.get("key"))
+        # what runs the op, picked once by its kind, and which of planned_ops' slots its
+        # value goes to (an op of no kind known runs nothing: validated at load time)
+        self.run, self.slot = _OP_KINDS.get(kind, (_op_nothing, _NO_SLOT))
         # a create's row or an update's `set`, entry by entry (None: resolved the whole way)
         written = spec.get("row" if kind == "create" else "set", _NO_ENTRIES) if kind in ("create", "update") else None
         self.entries = entry_plan(written) if type(written) is dict else None
+        # a create whose row holds scalars alone, each a literal or a scalar param's
+        # argument: the row _entries builds is new and shares nothing, the world keeps it
+        self.scalar_row = kind == "create" and self.entries is not None and all(
+            how is LITERAL or (how is ARGUMENT and x in params and _scalar_param(params[x]))
+            for _, how, x in self.entries
+        )
         order: str = spec.get("order_by") or ""
         self.order_field: str | None = order.lstrip("-") if order else None
         self.order_desc = order.startswith("-")
+        # a `list` op's listings of seed rows by clause (see _listed), for one seed at a time
+        self.listed_seed: Seed | None = None
+        self.listings: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 
     def key(self, args: Mapping[str, Any]) -> Any:
         """The op's key for this call (ABSENT when its `$name` was not given)."""
@@ -507,13 +522,16 @@ class ToolPlan:
     its params for :func:`coerce_args`, its checks with the argument each key is, its ops
     and which of them takes the savepoint."""
 
-    __slots__ = ("_savepoint", "args", "checks", "ops", "tool")
+    __slots__ = ("_savepoint", "args", "checks", "ops", "single", "tool")
 
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
         self.args = _ArgPlan(tool)
         self.checks = [_check_plan(c) for c in tool.checks]
-        self.ops = [_OpPlan(op.kind, op.spec) for op in tool.ops]
+        self.ops = [_OpPlan(op.kind, op.spec, tool.params) for op in tool.ops]
+        # the op of a tool that has one, as most have: nothing before it to undo, so no
+        # savepoint and no slots (see planned_ops)
+        self.single = self.ops[0] if len(self.ops) == 1 else None
         self._savepoint: tuple[Seed, int] | None = None
 
     def savepoint_at(self, seed: Seed) -> int:
@@ -525,6 +543,13 @@ class ToolPlan:
             at = next((i for i, op in enumerate(self.ops) if op.kind in _WRITES and any(fails[i + 1:])), -1)
             self._savepoint = (seed, at)
         return self._savepoint[1]
+
+
+def _scalar_param(p: Param) -> bool:
+    """Whether a param's argument is always a scalar: its type coerces to one (a text, a
+    number, a bool) and its default, if it has one, is one."""
+    return p.type in _TAKES_AS_IS and (p.default is MISSING or type(p.default) in _FLAT_SCALARS
+                                       or type(p.default) is int)
 
 
 def _may_fail(op: _OpPlan, seed: Seed) -> bool:
@@ -580,44 +605,31 @@ def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:
 
 def planned_ops(plan: ToolPlan, args: dict[str, Any], world: World) -> ToolResult:
     """:func:`run_ops` with the tool's plan at hand."""
+    op = plan.single
+    if op is not None:  # one op: it writes whole or not at all, nothing to undo
+        try:
+            value = op.run(op, args, world)
+        except (NotFound, Conflict, DataError) as e:
+            return _op_failed(e)
+        if op.slot == _RESULT:
+            return ToolResult(True, value=value)
+        return ToolResult(True, value=copy_row(value) if value is not None else None)
     sp: Savepoint | None = None
-    result: Any = None
-    have_result = False
-    created: Any = None
-    updated: Any = None
-    deleted: Any = None
+    # per slot the value of the last op that gave one: a read's or respond's result, the
+    # row created, updated, deleted
+    values: list[Any] = [_UNSET, None, None, None, None]
     savepoint_at = plan.savepoint_at(world.seed)
     try:
         for i, op in enumerate(plan.ops):
             if i == savepoint_at:
                 sp = world.savepoint()
-            kind = op.kind
-            if kind == "get":
-                key = op.key(args)
-                row = None if key is ABSENT else world.get(op.table, key)
-                if row is None:
-                    raise NotFound(f"{op.table} {format_value(key) if key is not ABSENT else '(no key)'} not found")
-                result, have_result = copy_row(row), True
-            elif kind == "list":
-                result, have_result = _listed(op, args, world), True
-            elif kind == "create":
-                row = _entries(op.entries, args) if op.entries is not None else _resolved_row(op.spec["row"], args)
-                created = world.create(op.table, row)
-            elif kind == "update":
-                updated = _update(world, op, args)
-            elif kind == "delete":
-                key = op.key(args)
-                if key is ABSENT:
-                    raise NotFound(f"{op.table} (no key) not found")
-                deleted = world.delete(op.table, key)
-            elif kind == "respond":
-                result, have_result = _strip_absent(resolve(op.spec.get("value"), args)), True
+            values[op.slot] = op.run(op, args, world)
     except (NotFound, Conflict, DataError) as e:
         if sp is not None:
             world.rollback(sp)
-        code = 404 if isinstance(e, NotFound) else 409 if isinstance(e, Conflict) else 500
-        return ToolResult(False, error=code, message=str(e))
-    if have_result:
+        return _op_failed(e)
+    result, created, updated, deleted, _ = values
+    if result is not _UNSET:
         return ToolResult(True, value=result)
     # no read or respond: the row the tool created (the agent needs its new key), else the
     # one it updated, else the one it deleted
@@ -625,21 +637,102 @@ def planned_ops(plan: ToolPlan, args: dict[str, Any], world: World) -> ToolResul
     return ToolResult(True, value=copy_row(written) if written is not None else None)
 
 
+def _op_failed(e: NotFound | Conflict | DataError) -> ToolResult:
+    """The tool error an op's raise becomes: 404 for no row, 409 for a taken key, 500 for
+    data the write cannot take."""
+    code = 404 if isinstance(e, NotFound) else 409 if isinstance(e, Conflict) else 500
+    return ToolResult(False, error=code, message=str(e))
+
+
+# what runs an op of one kind: its value for the op's slot
+_OpRun = Callable[[_OpPlan, Mapping[str, Any], World], Any]
+
+# planned_ops' slots: where an op's value goes (see _OP_KINDS); _NO_SLOT for an op that
+# gives none. _UNSET: no op gave a result (a respond may give None)
+_RESULT, _CREATED, _UPDATED, _DELETED, _NO_SLOT = 0, 1, 2, 3, 4
+_UNSET: Any = object()
+
+
+def _op_get(op: _OpPlan, args: Mapping[str, Any], world: World) -> dict[str, Any]:
+    key = op.key(args)
+    row = None if key is ABSENT else world.get(op.table, key)
+    if row is None:
+        raise NotFound(f"{op.table} {format_value(key) if key is not ABSENT else '(no key)'} not found")
+    return copy_row(row)
+
+
+def _op_create(op: _OpPlan, args: Mapping[str, Any], world: World) -> dict[str, Any]:
+    row = _entries(op.entries, args) if op.entries is not None else _resolved_row(op.spec["row"], args)
+    return world.create_own(op.table, row) if op.scalar_row else world.create(op.table, row)
+
+
+def _op_delete(op: _OpPlan, args: Mapping[str, Any], world: World) -> dict[str, Any]:
+    key = op.key(args)
+    if key is ABSENT:
+        raise NotFound(f"{op.table} (no key) not found")
+    return world.delete(op.table, key)
+
+
+def _op_respond(op: _OpPlan, args: Mapping[str, Any], world: World) -> Any:
+    return _strip_absent(resolve(op.spec.get("value"), args))
+
+
+def _op_nothing(op: _OpPlan, args: Mapping[str, Any], world: World) -> Any:
+    return None
+
+
 def _listed(op: _OpPlan, args: Mapping[str, Any], world: World) -> list[dict[str, Any]]:
     """A `list` op's rows (copies), ordered and cut as it says."""
     s = op.spec
-    rows = world.select(op.table, resolve_where(s.get("where"), args, world.get))
+    where = resolve_where(s.get("where"), args, world.get)
+    limit = s.get("limit")
+    n = None
+    if limit is not None:
+        limit = resolve(limit, args)
+        n = as_number(limit) if limit is not None and limit is not ABSENT else None
+    if world.untouched(op.table):  # the seed's rows: the same listing for the same clause in any trial
+        key = _listing_key(where, n)
+        if key is not None:
+            if op.listed_seed is not world.seed:
+                op.listed_seed, op.listings = world.seed, {}
+            rows = op.listings.get(key)
+            if rows is None:
+                if len(op.listings) >= _LISTINGS_KEPT:
+                    op.listings.clear()
+                rows = op.listings[key] = _ordered(op, where, n, world)
+            return [copy_row(r) for r in rows]
+    return [copy_row(r) for r in _ordered(op, where, n, world)]
+
+
+def _ordered(op: _OpPlan, where: dict[str, Any], n: float | None, world: World) -> list[dict[str, Any]]:
+    """The rows a `list` op gives (the world's, not copies): those matching its resolved
+    clause, ordered by its `order_by`, the first ``n`` when it has a limit."""
+    rows = world.select(op.table, where)
     f = op.order_field
     if f is not None and len(rows) > 1:
         keys = [_sort_key(r.get(f)) for r in rows]
         rows = [rows[i] for i in sorted(range(len(rows)), key=keys.__getitem__, reverse=op.order_desc)]
-    limit = s.get("limit")
-    if limit is not None:
-        limit = resolve(limit, args)
-        n = as_number(limit) if limit is not None and limit is not ABSENT else None
-        if n is not None:
-            rows = rows[: max(0, int(n))]
-    return [copy_row(r) for r in rows]
+    if n is not None:
+        rows = rows[: max(0, int(n))]
+    return rows
+
+
+# the listings one `list` op keeps (see _listed); past this many clauses, it starts over
+_LISTINGS_KEPT = 256
+
+
+def _listing_key(where: dict[str, Any], n: float | None) -> tuple[Any, ...] | None:
+    """What a resolved clause and limit are kept by: each field with its value and the
+    value's type (1, 1.0 and True are equal keys of a dict: kept apart, no listing stands
+    for a clause it was not made by); None for a clause of anything but scalars
+    (operators, combinators), which is not kept."""
+    key: list[Any] = [n]
+    for f, v in where.items():
+        t = type(v)
+        if t not in _FLAT_SCALARS and t is not int:
+            return None
+        key += (f, t, v)
+    return tuple(key)
 
 
 # a created row or a `set` not written: one mapping, so that its plan is made once
@@ -667,7 +760,7 @@ def _entries(plan: list[tuple[str, str, Any]], args: Mapping[str, Any]) -> dict[
     return out
 
 
-def _update(world: World, op: _OpPlan, args: Mapping[str, Any]) -> dict[str, Any]:
+def _update(op: _OpPlan, args: Mapping[str, Any], world: World) -> dict[str, Any]:
     """One `update` op, as :func:`apply_update` makes it, with the op's key read by its plan."""
     key = op.key(args)
     if key is ABSENT:
@@ -677,6 +770,18 @@ def _update(world: World, op: _OpPlan, args: Mapping[str, Any]) -> dict[str, Any
 
 # the ops that write: an error after one of them undoes its writes
 _WRITES = frozenset({"create", "update", "delete"})
+
+# an op's kind -> what runs it and the slot of planned_ops its value goes to: a read's or
+# respond's value is the tool's result as it is, a write's the world's row (copied once,
+# for the one the tool returns)
+_OP_KINDS: dict[str, tuple[_OpRun, int]] = {
+    "get": (_op_get, _RESULT),
+    "list": (_listed, _RESULT),
+    "create": (_op_create, _CREATED),
+    "update": (_update, _UPDATED),
+    "delete": (_op_delete, _DELETED),
+    "respond": (_op_respond, _RESULT),
+}
 
 
 class DataError(Exception):

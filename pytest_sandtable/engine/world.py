@@ -260,6 +260,8 @@ class World:
         """Rows matching a resolved where clause, in table order."""
         st = self.seed.tables[table]
         changed = self._changed[table]
+        if not changed and not st.rows:  # a table with no rows yet (a log nobody wrote to)
+            return []
         eq_field = None
         eq_key: Any = None
         if len(st.rows) >= _INDEX_MIN_ROWS:
@@ -348,8 +350,13 @@ class World:
             n += 1
 
     def create(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
+        return self.create_own(table, copy_row(row))
+
+    def create_own(self, table: str, row: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`create` of a row made for the world alone: nothing else holds it or any
+        mutable value in it (a tool's row of scalars, built on the call), so the world
+        keeps it as it is, without the copy :meth:`create` makes. Its key is set in it."""
         st = self.seed.tables[table]
-        row = copy_row(row)
         if row.get(st.key) is None:
             # a key next_key gives is no row's, now or deleted: nothing to look up again
             k = row[st.key] = self.next_key(table)
