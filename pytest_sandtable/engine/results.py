@@ -85,7 +85,9 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dict. Shallow: it shares the (finished) trial's lists and
         dicts, so copy before mutating it."""
-        d = {f: getattr(self, f) for f in _FIELDS}
+        d = dict(vars(self))  # its fields in their order, as __init__ set them...
+        if tuple(d) != _FIELDS:  # ...unless something else was set on it: the fields alone
+            d = {f: getattr(self, f) for f in _FIELDS}
         d["checks"] = [dict(c.__dict__) for c in self.checks]
         d["violations"] = [dict(v.__dict__) for v in self.violations]
         return d

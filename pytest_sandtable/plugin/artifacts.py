@@ -4,13 +4,13 @@ trials lost with a dying pytest-xdist worker.
 
 One flow: a trial's :class:`TrialResult` reaches the :class:`Recorder` with the report
 of the phase that tells it (from the item that ran it, or on the xdist controller as a
-plain dict the report carried from a worker), which spools it to disk at once
-(``report.spool``), keeping in memory only what the summary reads: a run's memory does
-not grow with its transcripts. A trial is encoded once where it ran (and, under xdist,
-once more where it is stored), and the reports pytest keeps to the end hold what the
-three reports of an item have alike once. At session finish the recorder builds the run's
-results once (:class:`RunReport`); the terminal summary, both files and the gate read
-that, so they never disagree.
+plain dict the report carried from a worker), which hands it to the spool at once
+(``report.spool``: on disk within a few trials), keeping in memory only what the
+summary reads: a run's memory does not grow with its transcripts. A trial is encoded
+once where it ran (and, under xdist, once more where it is stored), and the reports
+pytest keeps to the end hold what the three reports of an item have alike once. At
+session finish the recorder builds the run's results once (:class:`RunReport`); the
+terminal summary, both files and the gate read that, so they never disagree.
 
 ``plugin.pytest_configure`` registers the recorder. This module imports only the
 standard library and pytest at load; the writers, the summary and the engine are
@@ -214,7 +214,7 @@ class Recorder:
 
         In a worker it rides on to the controller as a plain dict (``report.sandtable``:
         a TestReport keeps extra attributes, and pytest-xdist carries them), within the
-        caps, with no lone surrogate. Where it is recorded it is spooled at once: taken
+        caps, with no lone surrogate. Where it is recorded it goes to the spool at once: taken
         from the report, which pytest keeps to the end of the session (every passed one
         too, in the terminal reporter's stats), or straight from this process's item."""
         result = self._told_by(report) if self._ended else None

@@ -7,7 +7,9 @@ which keeps two things of it:
 - **on disk**, the trial as results.json stores it: within the size caps, secrets
   redacted, encoded once by the C JSON encoder as one UTF-8 line, in an anonymous
   temporary file (``tempfile.TemporaryFile``: on POSIX it has no name, so nothing is
-  left behind even when the process is killed) in the folder the run writes to;
+  left behind even when the process is killed) in the folder the run writes to. Lines
+  wait in a small buffer (up to :data:`_FLUSH_AT` bytes) and go in one write: a write
+  call for each trial cost some 20 µs an item inside pytest;
 - **in memory**, what the summary, the gate and the terminal read
   (:func:`summary_view`): the trial without its transcript, calls, violations, world
   diff, passing checks and traceback, a few hundred bytes, and of those the values that
@@ -16,6 +18,8 @@ which keeps two things of it:
 A trial comes as a report carries it (:meth:`TrialSpool.add_stored`): one pass of the C
 encoder makes its line and shows that it needs no bounding, the usual case; only a
 trial that does is read into a :class:`TrialResult` and bounded (:meth:`TrialSpool.add`).
+A trial this process ran (:meth:`TrialSpool.add_fresh`) waits for 15 more and is stored
+with them, the encoder's code and tables warm.
 
 At the end :meth:`TrialSpool.ordered` gives both in results.json's order: the light
 trials for :func:`~pytest_sandtable.report.summary.summarize`, and a
@@ -91,11 +95,37 @@ class Alike:
         """``value`` itself, or the equal string held before it (``value`` when it is not a string)."""
         return self(value, value) if type(value) is str else value
 
+    def texts(self, fields: dict[str, Any], names: Sequence[str]) -> None:
+        """:meth:`text` of each ``fields[name]``, in place: a trial's few strings in one
+        call (this runs for every trial, and two calls a string cost more than the lookup)."""
+        held = self._held
+        for name in names:
+            value = fields[name]
+            if type(value) is not str:
+                continue
+            same = held.get(value)
+            if same is not None:
+                fields[name] = same
+                continue
+            if len(held) >= self._limit:
+                held.clear()
+            held[value] = value
+
 
 # a light trial's fields that many trials have alike: strings, and small containers
 _TEXTS = ("domain", "task", "verdict", "ended_by", "agent", "user", "location")
 _VALUES = ("tags", "usage", "soft", "shared_tags", "pending")
 _ALIKE_KEY_LIMIT = 2_000  # characters of repr(): a bigger value is rarely repeated, and its key would cost
+
+# trials of this process (add_fresh) that wait to be stored together: stored one at a
+# time between pytest's hooks, each found the encoder's code and tables cold and cost
+# about a third more CPU; a bound in trials on what waits whole in memory
+_FRESH_BATCH = 16
+
+# lines held in memory before they are written in one call: a few dozen usual trials, a
+# bound on what the buffer adds to a run's memory (a bigger line waits alone, until the
+# next line comes or the spool is read)
+_FLUSH_AT = 64 * 1024
 
 
 def _held_once(light: TrialResult, alike: Alike) -> TrialResult:
@@ -103,8 +133,7 @@ def _held_once(light: TrialResult, alike: Alike) -> TrialResult:
     of the values other light trials hold alike, the one held first: of a trial's few
     hundred bytes, most are such values."""
     fields = vars(light)
-    for name in _TEXTS:
-        fields[name] = alike.text(fields[name])
+    alike.texts(fields, _TEXTS)
     for name in _VALUES:
         value = fields[name]
         if type(value) is list and not value:
@@ -181,16 +210,21 @@ class TrialSpool:
     def __init__(self, folder: Path | None = None, secrets: Sequence[str] | None = None) -> None:
         self.secrets = list(secret_values() if secrets is None else secrets)
         self._file = _spool_file(folder)
-        self._end = 0
+        self._end = 0  # where the next line starts: lines written, then those pending
+        self._written = 0  # bytes on file; the pending lines follow from here
+        self._pending: list[bytes] = []  # lines not yet written, each followed by its newline
+        self._pending_size = 0
         self._entries: list[_Entry] = []
         self._alike = Alike()  # what the light trials hold alike, held once
+        self._fresh: list[TrialResult] = []  # add_fresh's trials not stored yet, in order
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._fresh)
 
     def add(self, t: TrialResult) -> None:
         """Store one finished trial (bounded by the caps, secrets redacted) and keep its
         light form."""
+        self._take_fresh()  # the trials keep the order they came in
         shown = shown_trial(t, self.secrets)
         self._entries.append(self._append(shown))
 
@@ -201,6 +235,7 @@ class TrialSpool:
         is nothing to bound or redact in it (the usual trial), without reading it into a
         TrialResult, bounding it and writing it back twice. ``text`` is ``d``'s JSON when
         ``report.safe.portable_encoded`` made it in this process: that pass is spared."""
+        self._take_fresh()
         quick = stored_line(d, self.secrets, text)
         if quick is None:
             self.add(TrialResult.from_dict(d))
@@ -213,21 +248,37 @@ class TrialSpool:
         ran and nothing else holds: the same line and light trial, the line made in one
         pass of the C encoder (:func:`~pytest_sandtable.report.safe.fresh_line`) and the
         light trial from ``t`` itself, which it shares values with. A trial that pass does
-        not show clean takes the path of a carried one."""
-        data = fresh_line(t, self.secrets)
-        if data is None:
-            self.add_stored(portable_trial(t))
+        not show clean takes the path of a carried one.
+
+        Stored with the next :data:`_FRESH_BATCH` - 1 such trials, or before anything
+        reads the spool or another trial comes: ``t`` must not change (a finished trial)."""
+        self._fresh.append(t)
+        if len(self._fresh) >= _FRESH_BATCH:
+            self._take_fresh()
+
+    def _take_fresh(self) -> None:
+        """Store the trials :meth:`add_fresh` holds, in the order they came."""
+        if not self._fresh:
             return
-        self._entries.append(self._keep(data, summary_view(t)))
+        fresh, self._fresh = self._fresh, []
+        for t in fresh:
+            data = fresh_line(t, self.secrets)
+            if data is None:
+                self.add_stored(portable_trial(t))
+            else:
+                self._entries.append(self._keep(data, summary_view(t)))
 
     def trials(self) -> list[TrialResult]:
         """The light trials, in the order they were added."""
+        self._take_fresh()
         return [e.light for e in self._entries]
 
     def rename_sides(self, renamed: Sequence[TrialResult]) -> None:
         """Give the trials their agent and user as ``renamed`` (the light trials, in the
         order of :meth:`trials`) names them: a trial that never reached its agent or user
         names those the others used. Such a trial is stored again (rare, and small)."""
+        self._take_fresh()
+        self._flush()  # a failed write may store every entry anew: before they are read
         for i, (e, r) in enumerate(zip(self._entries, renamed, strict=True)):
             if (e.light.agent, e.light.user) != (r.agent, r.user):
                 stored = TrialResult.from_dict(json.loads(self.read(e)))
@@ -236,15 +287,23 @@ class TrialSpool:
     def ordered(self) -> tuple[list[TrialResult], SpooledTrials]:
         """The light trials and the stored ones, both in results.json's stable order
         (:func:`~pytest_sandtable.report.summary.order_trials`)."""
+        self._take_fresh()
+        self._flush()  # a failed write moves the spool to memory now, not while results.json is written
         entries = sorted(self._entries, key=lambda e: trial_order_key(e.light))
         return [e.light for e in entries], SpooledTrials(self, entries)
 
     def read(self, e: _Entry) -> bytes:
+        if self._pending:
+            self._flush()
         self._file.seek(e.offset)
         return self._file.read(e.size)
 
     def close(self) -> None:
-        """Delete the spool file; the trials can no longer be read."""
+        """Delete the spool file; the trials can no longer be read (trials and lines
+        still pending are let go: nothing could read them)."""
+        self._fresh.clear()
+        self._pending.clear()
+        self._pending_size = 0
         self._file.close()
 
     def _append(self, shown: TrialResult) -> _Entry:
@@ -257,21 +316,40 @@ class TrialSpool:
         return self._keep(utf8(scrub_text(line, self.secrets) if self.secrets else line), light)
 
     def _keep(self, data: bytes, light: TrialResult) -> _Entry:
-        """Write a trial's line ``data`` (as :meth:`_store` makes it) and keep ``light``."""
-        try:
-            self._write(data)
-        except OSError:  # a full disk, a vanished folder: the run goes on, in memory
-            self._file = self._in_memory()
-            self._write(data)
+        """Keep a trial's line ``data`` (as :meth:`_store` makes it), to be written with
+        the lines pending, and ``light``. The lines pending are written first when this
+        one would take them past :data:`_FLUSH_AT`: before its entry is made, since a
+        failed write may store every entry anew (:meth:`_in_memory`)."""
+        if self._pending_size + len(data) >= _FLUSH_AT:
+            self._flush()
         entry = _Entry(_held_once(light, self._alike), self._end, len(data))
+        self._pending += (data, b"\n")  # not data + b"\n": the join copies it once, at the write
         self._end += len(data) + 1
+        self._pending_size += len(data) + 1
         return entry
 
-    def _write(self, data: bytes) -> None:
-        """Write one line at the end (the file is unbuffered, so a full disk is found
-        now, at this trial, and what was written before stays readable)."""
-        self._file.seek(self._end)
-        view = memoryview(data + b"\n")
+    def _flush(self) -> None:
+        """Write the pending lines at the end of the file, in one call. A full disk or a
+        vanished folder is found here, at the trial that would overfill the buffer (or
+        when the trials are read, at the end of the run): the spool then moves to
+        memory, with the lines written and those pending, and the run goes on."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        try:
+            self._write_at(self._written, data)
+        except OSError:
+            self._file = self._in_memory()  # holds the pending lines too
+            return
+        self._pending.clear()
+        self._pending_size = 0
+        self._written = self._end
+
+    def _write_at(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset`` of the file, all of it or an OSError (the file is
+        unbuffered: an error is raised by this call, not by a later one)."""
+        self._file.seek(offset)
+        view = memoryview(data)
         while view:
             written = self._file.write(view)
             if not written:  # never for a regular file, but it must not loop
@@ -279,25 +357,42 @@ class TrialSpool:
             view = view[written:]
 
     def _in_memory(self) -> IO[bytes]:
-        """The spool so far, moved to memory. Should the file not read back either, each
-        trial stored so far keeps its light form, with a note in ``error`` that the rest
-        of it was lost (its verdict, checks and usage still count)."""
+        """The spool so far, moved to memory: the lines written, read back, and those
+        pending. Should the file not read back, each trial whose line was written keeps
+        its light form, with a note in ``error`` that the rest of it was lost (its
+        verdict, checks and usage still count); the pending lines are whole."""
         old, memory = self._file, io.BytesIO()
         lost: OSError | None = None
         try:
             old.seek(0)
-            memory.write(old.read(self._end))
+            memory.write(old.read(self._written))
         except OSError as exc:
             lost = exc
         with contextlib.suppress(OSError):
             old.close()
+        pending, self._pending, self._pending_size = self._pending, [], 0
         if lost is None:
+            memory.writelines(pending)
+            self._written = self._end
             return memory
-        entries, self._entries, self._end, self._file = self._entries, [], 0, memory
+        return self._rebuilt(memory, b"".join(pending), lost)
+
+    def _rebuilt(self, memory: io.BytesIO, pending: bytes, lost: OSError) -> io.BytesIO:
+        """``memory`` holding the spool again, its file lost: each trial whose line was
+        written, stored anew from its light form with a note that the rest was lost; each
+        whose line was pending (in ``pending``, which starts at ``self._written``), as it was."""
+        entries, written = self._entries[:], self._written
+        # the same list, refilled: a caller may hold it (``self._entries.append(self._keep(...))``)
+        self._entries.clear()
+        self._end, self._written, self._file = 0, 0, memory
         note = f"its transcript, calls and world diff were lost with the spool file ({lost.strerror or lost})"
         for e in entries:
+            if e.offset >= written:
+                self._entries.append(self._keep(pending[e.offset - written:e.offset - written + e.size], e.light))
+                continue
             error = f"{e.light.error}; {note}" if e.light.error else note
             self._entries.append(self._append(dataclasses.replace(e.light, error=error)))
+        self._flush()  # to memory: it cannot fail
         return memory
 
 
