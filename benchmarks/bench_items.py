@@ -1,6 +1,8 @@
 """Per-item overhead: a trial item of the freight example against a trivial pytest test.
 
-Runs, in subprocesses (``pytest -q -p no:cacheprovider``), the freight example's
+Runs, in subprocesses (``pytest -q -p no:cacheprovider -p no:hypothesispytest``: the
+second is a development dependency's plugin, which users do not have and which adds
+its own hooks to every item of both kinds), the freight example's
 tasks k times each with the reference agent (the domain file is copied alone into
 a temporary folder, because the example's conftest.py brings its own agent), and
 the same number N of trivial tests::
@@ -87,7 +89,7 @@ def run(folder: Path, args: list[str]) -> tuple[dict[str, float], int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", *args],
         cwd=folder, env=env, capture_output=True, text=True,
     )
     wall = time.perf_counter() - t0
@@ -157,6 +159,9 @@ def recorder_cost(domain_file: Path, repeat: int) -> None:
                     spooled(spool, r, data, text)
                     took[0] += t1 - t0
                     took[1] += time.process_time() - t2
+                t3 = time.process_time()
+                spool.ordered()  # what results.json reads first: the last held trials stored, the pending lines written
+                took[1] += time.process_time() - t3
                 spool.close()
                 best = [min(b, x / len(trials) * 1e6) for b, x in zip(best, took, strict=True)]
             where = "under xdist (worker, controller)" if hop else "in one process"
