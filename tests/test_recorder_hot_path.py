@@ -306,3 +306,18 @@ def test_a_skipped_trial_is_recorded_under_its_items_final_node_id(pytester: pyt
     assert sorted((t["task"], t["trial"], t["verdict"]) for t in doc["trials"]) == [
         ("greet", 1, "errored"), ("greet", 2, "errored"), ("order-status", 1, "passed"), ("order-status", 2, "passed"),
         ("refund", 1, "passed"), ("refund", 2, "passed")]
+
+
+def test_skipped_trials_of_a_file_collected_twice_are_each_recorded(pytester: pytest.Pytester) -> None:
+    """With --keep-duplicates a file given twice is collected twice: its items share node
+    ids, and the skipped trials held from collection on are each recorded, not one of a pair."""
+    pytester.makeini("[pytest]\n")
+    silent = SHOP.replace('    user: { opening: "Hello there!" }\n', '    user: { persona: "A quiet caller." }\n')
+    (pytester.path / "sandtable.yaml").write_text(silent, encoding="utf-8")
+    result = pytester.runpytest(*PLUGIN_ARGS, "--sandtable-k=2", "--sandtable-agent=reference", "--keep-duplicates",
+                                "sandtable.yaml", "sandtable.yaml")
+    result.assert_outcomes(passed=8, skipped=4)
+    doc = only_results(pytester.path)
+    assert sorted((t["task"], t["trial"], t["verdict"]) for t in doc["trials"]) == sorted(
+        2 * [("greet", 1, "errored"), ("greet", 2, "errored"), ("order-status", 1, "passed"),
+             ("order-status", 2, "passed"), ("refund", 1, "passed"), ("refund", 2, "passed")])

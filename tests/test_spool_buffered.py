@@ -221,3 +221,27 @@ def test_trials_of_this_process_wait_sixteen_at_most_and_keep_their_order(tmp_pa
     assert [t.trial for t in spool.trials()] == list(range(100, 121))
     assert [(n, talk) for n, talk, _ in _read_back(spool)] == [(i, _talk(i, 900)) for i in range(100, 121)]
     spool.close()
+
+
+class FailingAfterFirstWrite(FillingFile):
+    """A disk that takes one write, then fails every write, and from then on every read."""
+
+    def write(self, b: Any) -> int:
+        if self.writes:
+            self.unreadable = True
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(b)
+
+
+def test_trials_renamed_one_after_another_while_the_disk_fails_all_read_back_renamed(tmp_path: Path) -> None:
+    """Renaming a trial stores it again: the next read writes that line first, which fails
+    here and stores every entry anew at other offsets; each trial is still read at its own."""
+    spool = TrialSpool(tmp_path, secrets=[])
+    spool._file.close()
+    spool._file = FailingAfterFirstWrite(tmp_path / "spool.jsonl", 10**9)
+    for i in range(100, 105):
+        spool.add_fresh(TrialResult(**{**vars(_trial(i)), "agent": "", "user": ""}))
+    spool.rename_sides([TrialResult(**{**vars(t), "agent": "a", "user": "u"}) for t in spool.trials()])
+    assert [(t["trial"], t["agent"], t["user"]) for t in spool.ordered()[1]] == [
+        (i, "a", "u") for i in range(100, 105)]
+    spool.close()

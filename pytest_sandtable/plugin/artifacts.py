@@ -90,7 +90,8 @@ class Recorder:
         # trial items of this process whose result a report has yet to tell, by node id
         # (see carry): the report of the phase that tells it takes it from there (a
         # skipped trial's is there from collection on, on every xdist worker)
-        self._ended: dict[str, Any] = {}
+        # (several with --keep-duplicates: they run, and are reported, in that order)
+        self._ended: dict[str, list[Any]] = {}
         # what the last trial report from each xdist worker held of _ITEM_PARTS, and
         # strings held once (made with the first trial report: a run without trials
         # loads nothing for them)
@@ -107,7 +108,7 @@ class Recorder:
         With ``--junitxml``, task, trial, tags and verdict become JUnit XML properties
         (short strings) now, before the setup report is made: junitxml reads them from
         the teardown report, which holds the item's list of them."""
-        self._ended[item.nodeid] = item
+        self._ended.setdefault(item.nodeid, []).append(item)
         if self.junit:
             kept = [p for p in item.user_properties if not str(p[0]).startswith(_JUNIT_PREFIX)]
             item.user_properties[:] = [*kept, *_junit_properties(result)]
@@ -115,16 +116,23 @@ class Recorder:
     def _told_by(self, report: pytest.TestReport) -> TrialResult | None:
         """The result of this process's trial that ``report`` tells, taken from its item,
         which lives as long as the session and need not hold it on. The teardown report
-        takes it too when the phase that tells it never came (``--setup-only``)."""
+        takes it too when the phase that tells it never came (``--setup-only``). Items of
+        one node id (``--keep-duplicates``) are taken in the order they run."""
         nodeid = report.nodeid  # a property, made each time it is read
-        item = self._ended.get(nodeid)
-        if item is None:
+        items = self._ended.get(nodeid)
+        if items is None:
             return None
+        item = items[0]
         carried = item.sandtable_result
         told = carried is not None and carried[0] == report.when
-        if told or report.when == "teardown":
+        # a setup-phase result is told by the setup report, which comes before this
+        # item's teardown: one still held at a teardown is a later item's of that node id
+        if told or (report.when == "teardown" and (carried is None or carried[0] != "setup")):
             item.sandtable_result = None
-            del self._ended[nodeid]
+            if len(items) > 1:
+                del items[0]
+            else:
+                del self._ended[nodeid]
         return carried[1] if told else None
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -152,7 +160,10 @@ class Recorder:
         reports them at the end of the run, as it never collects."""
         if self._ended:  # skipped trials, held from collection on: by the node ids items end with
             # (pytest-xdist's --dist loadgroup adds the group to them, in its own modifyitems)
-            self._ended = {it.nodeid: it for it in self._ended.values()}
+            held, self._ended = self._ended, {}
+            for items in held.values():
+                for it in items:
+                    self._ended.setdefault(it.nodeid, []).append(it)
         if self.worker:
             return
         trials = [it for it in items if getattr(it, "is_sandtable_trial", False)]

@@ -278,8 +278,13 @@ class TrialSpool:
         order of :meth:`trials`) names them: a trial that never reached its agent or user
         names those the others used. Such a trial is stored again (rare, and small)."""
         self._take_fresh()
-        self._flush()  # a failed write may store every entry anew: before they are read
-        for i, (e, r) in enumerate(zip(self._entries, renamed, strict=True)):
+        if len(renamed) != len(self._entries):
+            raise ValueError(f"{len(renamed)} trials renamed, {len(self._entries)} stored")
+        for i, r in enumerate(renamed):
+            # a trial stored again leaves its line pending, and the write of it may fail
+            # and store every entry anew, at other offsets: each entry is read after that
+            self._flush()
+            e = self._entries[i]
             if (e.light.agent, e.light.user) != (r.agent, r.user):
                 stored = TrialResult.from_dict(json.loads(self.read(e)))
                 self._entries[i] = self._append(dataclasses.replace(stored, agent=r.agent, user=r.user))
