@@ -281,3 +281,25 @@ def test_repeated_trials_of_a_task_give_the_same_results() -> None:
 def test_a_trial_checks_only_its_own_tools_rules(domain: st.Domain) -> None:
     t = _Trial(domain, domain.tasks[0], TrialInfo("yard", "t", 1, 1, 1))
     assert t.rules == {} and [inv.id for inv in t.scanner.rules] == ["ceiling-is-secret", "code-word"]
+
+
+def test_kept_per_object_is_made_once_per_identity_and_starts_over_past_its_limit() -> None:
+    from pytest_sandtable.engine.kept import KeptPer
+
+    made: list[object] = []
+
+    def make(obj: dict[str, int]) -> int:
+        made.append(obj)
+        if obj.get("bad"):
+            raise ValueError("bad spec")
+        return len(made)
+
+    kept: KeptPer[dict[str, int], int] = KeptPer(make, limit=2)
+    a, b, equal_to_a = {"x": 1}, {"y": 2}, {"x": 1}
+    assert (kept(a), kept(a), kept(equal_to_a)) == (1, 1, 2)  # by identity, not equality
+    bad = {"bad": 1}
+    for _ in range(2):  # a make that raises keeps nothing: it raises each time
+        with pytest.raises(ValueError, match="bad spec"):
+            kept(bad)
+    assert kept(b) == 5  # a third object: the two kept before are let go
+    assert kept(a) == 6

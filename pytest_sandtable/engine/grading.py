@@ -16,6 +16,7 @@ from ..domain.conditions import (
 )
 from ..domain.model import CallMatcher, Expect, StateExpectation
 from ..domain.wording import clip
+from .kept import KeptPer
 from .results import Check
 from .world import World
 
@@ -191,17 +192,7 @@ def _matchers(prefix: str, matchers: Sequence[CallMatcher]) -> list[tuple[CallMa
     return [(m, cid, _constant(m.args)) for m, cid in zip(matchers, _matcher_ids(prefix, matchers))]
 
 
-_PLANS: dict[int, _Plan] = {}
-_PLANS_KEPT = 4096  # past this many (domains loaded again and again), start over
-
-
-def _plan(expect: Expect) -> _Plan:
-    hit = _PLANS.get(id(expect))
-    if hit is None or hit.expect is not expect:
-        if len(_PLANS) >= _PLANS_KEPT:
-            _PLANS.clear()
-        hit = _PLANS[id(expect)] = _Plan(expect)
-    return hit
+_plan: KeptPer[Expect, _Plan] = KeptPer(_Plan)
 
 
 def grade(expect: Expect, world: World, calls: Sequence[dict[str, Any]], agent_texts: Sequence[str]) -> list[Check]:

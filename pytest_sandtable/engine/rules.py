@@ -27,6 +27,7 @@ from ..domain.conditions import (
     row_matches,
 )
 from ..domain.model import Domain, Invariant
+from .kept import KeptPer
 from .world import FieldValues, Seed, SeedTable, World, _index_key
 
 
@@ -70,22 +71,10 @@ def check_call(
     succeeded: Sequence[tuple[str, Mapping[str, Any]]],
 ) -> str | None:
     """The violation's detail if this call breaks the rule, else None."""
-    hit = _CHECKERS.get(id(inv))
-    if hit is None or hit[0] is not inv:
-        if len(_CHECKERS) >= _CHECKERS_KEPT:
-            _CHECKERS.clear()
-        hit = _CHECKERS[id(inv)] = (inv, _checker(inv))
-    return hit[1](tool, args, world, succeeded)
+    return _checker_of(inv)(tool, args, world, succeeded)
 
 
 _Checker = Callable[[str, Mapping[str, Any], World, Sequence[tuple[str, Mapping[str, Any]]]], "str | None"]
-# a rule (by identity) -> its checker, made on its first check in the process: a rule is
-# checked on every call of its tool, and its spec says the same each time (the domain is
-# not changed once loaded); kept here, not on the rule, which the domain cache pickles
-_CHECKERS: dict[int, tuple[Invariant, _Checker]] = {}
-_CHECKERS_KEPT = 4096
-
-
 def _never(tool: str, args: Mapping[str, Any], world: World, succeeded: Any) -> None:
     return None
 
@@ -496,3 +485,9 @@ class DisclosureScanner:
             rec = f"{vals['table']} {format_value(keys[0])} " if keys else f"{vals['table']} "
             return f"agent said {rec}{vals['field']} {format_value(value)} as {format_literal(written)}"
         return f"agent said the protected value {format_literal(format_value(value))} as {format_literal(written)}"
+
+
+# a rule (by identity) -> its checker, made on its first check in the process: a rule is
+# checked on every call of its tool, and its spec says the same each time (the domain is
+# not changed once loaded); kept here, not on the rule, which the domain cache pickles
+_checker_of: KeptPer[Invariant, _Checker] = KeptPer(_checker)

@@ -28,6 +28,7 @@ from ..domain.conditions import (
 )
 from ..domain.model import MISSING, Check, Param, Tool
 from .api import ToolResult
+from .kept import KeptPer
 from .world import Conflict, NotFound, Savepoint, Seed, World, copy_row
 
 
@@ -291,21 +292,15 @@ def _validate_structured(p: Param, v: Any) -> None:
 # a param's schema -> its validator, made (and the schema checked) on its first call in
 # the process: jsonschema.validate checks the schema against its meta-schema on every
 # call, which cost far more than validating a call's arguments
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
-_VALIDATORS_KEPT = 4096  # past this many (domains loaded again and again), start over
+def _made_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)  # an invalid schema raises here, on every call, as before
+    return cls(schema)
 
 
-def _validator(schema: dict[str, Any]) -> Any:
-    hit = _VALIDATORS.get(id(schema))
-    if hit is None or hit[0] is not schema:
-        import jsonschema
-
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)  # an invalid schema raises here, on every call, as before
-        if len(_VALIDATORS) >= _VALIDATORS_KEPT:
-            _VALIDATORS.clear()
-        hit = _VALIDATORS[id(schema)] = (schema, cls(schema))
-    return hit[1]
+_validator: KeptPer[dict[str, Any], Any] = KeptPer(_made_validator)
 
 
 def _short(v: Any) -> str:
@@ -580,18 +575,7 @@ def _check_plan(c: Check) -> tuple[Check, str | None, dict[str, Any] | None]:
 # a tool (by identity) -> its plan: made on the tool's first call in the process, kept
 # here and not on the tool (the domain cache pickles tools); bounded, for processes that
 # load domains again and again
-_TOOL_PLANS: dict[int, ToolPlan] = {}
-_TOOL_PLANS_KEPT = 4096
-
-
-def tool_plan(tool: Tool) -> ToolPlan:
-    """The tool's plan (see :class:`ToolPlan`)."""
-    plan = _TOOL_PLANS.get(id(tool))
-    if plan is None or plan.tool is not tool:
-        if len(_TOOL_PLANS) >= _TOOL_PLANS_KEPT:
-            _TOOL_PLANS.clear()
-        plan = _TOOL_PLANS[id(tool)] = ToolPlan(tool)
-    return plan
+tool_plan: KeptPer[Tool, ToolPlan] = KeptPer(ToolPlan)  # the tool's plan (see ToolPlan)
 
 
 def run_ops(tool: Tool, args: dict[str, Any], world: World) -> ToolResult:

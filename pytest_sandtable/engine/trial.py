@@ -43,6 +43,7 @@ from .invoke import (
     invoke,
     is_pending,
 )
+from .kept import KeptPer
 from .reference import ReferenceAgent
 from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
@@ -123,14 +124,7 @@ class _DomainParts:
         return hit
 
 
-_PARTS: dict[int, _DomainParts] = {}
-
-
-def _domain_parts(domain: Domain) -> _DomainParts:
-    hit = _PARTS.get(id(domain))
-    if hit is None or hit.domain is not domain:
-        hit = _PARTS[id(domain)] = _DomainParts(domain)
-    return hit
+_domain_parts: KeptPer[Domain, _DomainParts] = KeptPer(_DomainParts)
 
 
 def apply_given(world: World, task: Task) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..domain.conditions import as_number, is_operator_object, row_matches
 from ..domain.model import Domain, Table
+from .kept import KeptPer
 
 # tables smaller than this are scanned. An index is built once per seed and field and
 # serves every trial after, so it pays for itself on a table of a few rows already (a
@@ -113,17 +114,12 @@ class Seed:
         self.tables = {name: SeedTable(t) for name, t in domain.tables.items()}
 
 
-_SEEDS: dict[int, tuple[Domain, Seed]] = {}
+_SEEDS: KeptPer[Domain, Seed] = KeptPer(Seed)
 
 
 def seed_for(domain: Domain) -> Seed:
-    """The shared seed of a domain (cached for the process)."""
-    hit = _SEEDS.get(id(domain))
-    if hit is not None and hit[0] is domain:
-        return hit[1]
-    seed = Seed(domain)
-    _SEEDS[id(domain)] = (domain, seed)
-    return seed
+    """The shared seed of a domain (kept for the process)."""
+    return _SEEDS(domain)
 
 
 Savepoint = tuple[dict[str, dict[Any, dict[str, Any]]], dict[str, list[Any]]]
