@@ -70,3 +70,18 @@ def play() -> Callable[..., st.TrialResult]:
         )
 
     return run
+
+
+@pytest.fixture(scope="module")
+def freight_trials() -> list[st.TrialResult]:
+    """A trial of each freight example task (the reference agent) and a failed copy of the first."""
+    import copy
+
+    domain = st.load_domain(Path(__file__).resolve().parent.parent / "example_domains" / "freight" / "sandtable.yaml")
+    ran = [st.run_trial(domain, task.id, st.ReferenceAgent(), st.ScriptedUser(), trial=1, k=1,
+                        location=f"sandtable.yaml:{task.pos.line if task.pos else 0}") for task in domain.tasks]
+    failed = st.TrialResult.from_dict(copy.deepcopy(ran[0].to_dict()))
+    failed.verdict = "failed"
+    failed.checks[0].passed = False
+    failed.checks[0].detail = "the booking is not there"
+    return [*ran, failed]

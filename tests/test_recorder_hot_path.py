@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import pytest_sandtable as st
 from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.report.safe import fresh_line, portable_trial
 from pytest_sandtable.report.spool import TrialSpool
@@ -30,18 +29,6 @@ FREIGHT = Path(__file__).resolve().parent.parent / "example_domains" / "freight"
 # (é), among a number's digits
 SECRETS = ["sk-test-0123456789", "ab&cd-1234", "clé-secrète-42", "98765432"]
 
-
-@pytest.fixture(scope="module")
-def trials() -> list[TrialResult]:
-    """A trial of each freight task (the reference agent) and a failed copy of the first."""
-    domain = st.load_domain(FREIGHT)
-    ran = [st.run_trial(domain, task.id, st.ReferenceAgent(), st.ScriptedUser(), trial=1, k=1,
-                        location=f"sandtable.yaml:{task.pos.line if task.pos else 0}") for task in domain.tasks]
-    failed = TrialResult.from_dict(copy.deepcopy(ran[0].to_dict()))
-    failed.verdict = "failed"
-    failed.checks[0].passed = False
-    failed.checks[0].detail = "the booking is not there"
-    return [*ran, failed]
 
 
 def _reply(t: TrialResult, text: str) -> None:
@@ -92,13 +79,13 @@ def _spooled(tmp: Path, name: str, add: Callable[[TrialSpool], None]) -> tuple[l
 
 @pytest.mark.parametrize(("case", "make", "one_pass"), CASES, ids=[c[0] for c in CASES])
 def test_a_fresh_trial_is_stored_as_a_carried_one(
-    trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[TrialResult], None], one_pass: bool
+    freight_trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[TrialResult], None], one_pass: bool
 ) -> None:
     """``add_fresh(t)`` writes the bytes and keeps the light trial that ``add_stored`` of
     the dict a report would carry does (and that the walk gives), whether or not the one
     pass could take it."""
     made = []
-    for t in trials:
+    for t in freight_trials:
         fresh = TrialResult.from_dict(copy.deepcopy(t.to_dict()))
         make(fresh)
         made.append(fresh)
@@ -106,13 +93,13 @@ def test_a_fresh_trial_is_stored_as_a_carried_one(
     fresh = _spooled(tmp_path, "fresh", lambda s: [s.add_fresh(t) for t in made])
     assert fresh[0] == carried[0]  # byte for byte on disk
     assert fresh[1] == carried[1]  # the same light trials
-    assert sorted(json.loads(line)["task"] for line in fresh[0]) == sorted(t.task for t in trials)
+    assert sorted(json.loads(line)["task"] for line in fresh[0]) == sorted(t.task for t in freight_trials)
     assert [fresh_line(t, SECRETS) is not None for t in made] == [one_pass] * len(made)
 
 
-def test_a_secret_is_redacted_on_the_fresh_path(trials: list[TrialResult], tmp_path: Path) -> None:
+def test_a_secret_is_redacted_on_the_fresh_path(freight_trials: list[TrialResult], tmp_path: Path) -> None:
     """What makes the one pass give way is then redacted, in every form it takes."""
-    t = TrialResult.from_dict(copy.deepcopy(trials[0].to_dict()))
+    t = TrialResult.from_dict(copy.deepcopy(freight_trials[0].to_dict()))
     _reply(t, "keys: sk-test-0123456789, ab&amp;cd-1234, clé-secrète-42")
     (line,), _ = _spooled(tmp_path, "fresh", lambda s: s.add_fresh(t))
     text = json.loads(line)["transcript"][-1]["text"]

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-import pytest_sandtable as st
 from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.report.safe import portable_encoded, portable_trial, stored_line
 from pytest_sandtable.report.spool import TrialSpool
@@ -22,18 +21,6 @@ from pytest_sandtable.report.spool import TrialSpool
 FREIGHT = Path(__file__).resolve().parent.parent / "example_domains" / "freight" / "sandtable.yaml"
 SECRETS = ["sk-test-0123456789", "ab&cd-1234", "98765432"]
 
-
-@pytest.fixture(scope="module")
-def trials() -> list[TrialResult]:
-    """A trial of each freight task (the reference agent) and a failed copy of the first."""
-    domain = st.load_domain(FREIGHT)
-    ran = [st.run_trial(domain, task.id, st.ReferenceAgent(), st.ScriptedUser(), trial=1, k=1,
-                        location=f"sandtable.yaml:{task.pos.line if task.pos else 0}") for task in domain.tasks]
-    failed = TrialResult.from_dict(copy.deepcopy(ran[0].to_dict()))
-    failed.verdict = "failed"
-    failed.checks[0].passed = False
-    failed.checks[0].detail = "the booking is not there"
-    return [*ran, failed]
 
 
 def _reply(d: dict[str, Any], text: str) -> None:
@@ -82,10 +69,10 @@ def _spooled(tmp: Path, name: str, add: Callable[[TrialSpool], None]) -> tuple[l
 
 @pytest.mark.parametrize(("case", "make", "one_pass"), CASES, ids=[c[0] for c in CASES])
 def test_a_carried_trial_is_stored_as_the_walk_stores_it(
-    trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[dict[str, Any]], None], one_pass: bool
+    freight_trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[dict[str, Any]], None], one_pass: bool
 ) -> None:
     carried = []
-    for t in trials:
+    for t in freight_trials:
         d = copy.deepcopy(t.to_dict())
         make(d)
         carried.append(d)
@@ -93,16 +80,16 @@ def test_a_carried_trial_is_stored_as_the_walk_stores_it(
     once = _spooled(tmp_path, "once", lambda s: [s.add_stored(copy.deepcopy(d)) for d in carried])
     assert once[0] == walked[0]  # byte for byte on disk
     assert once[1] == walked[1]  # the same light trials
-    assert sorted(json.loads(line)["task"] for line in once[0]) == sorted(t.task for t in trials)
+    assert sorted(json.loads(line)["task"] for line in once[0]) == sorted(t.task for t in freight_trials)
     assert [stored_line(d, SECRETS) is not None for d in carried] == [one_pass] * len(carried)
 
 
-def test_the_json_made_for_the_report_is_the_line_stored(trials: list[TrialResult], tmp_path: Path) -> None:
+def test_the_json_made_for_the_report_is_the_line_stored(freight_trials: list[TrialResult], tmp_path: Path) -> None:
     """In the process that ran the trial the spool takes the JSON portable_encoded made:
     the same line, and, for usage the walk rewrites, a line made again."""
-    odd = TrialResult.from_dict(copy.deepcopy(trials[0].to_dict()))
+    odd = TrialResult.from_dict(copy.deepcopy(freight_trials[0].to_dict()))
     odd.usage = {"agent": {None: {"input": 2.0}}, "user": {}}
-    every = [*trials, odd]
+    every = [*freight_trials, odd]
     encoded = [portable_encoded(t) for t in every]
     assert all(text is not None for _, text in encoded)
     assert [d for d, _ in encoded] == [portable_trial(t) for t in every]
@@ -112,7 +99,7 @@ def test_the_json_made_for_the_report_is_the_line_stored(trials: list[TrialResul
     usages = [json.loads(line)["usage"] for line in once[0]]
     assert usages.count({"agent": {"(unknown model)": {"input": 2}}, "user": {}}) == 1
     # a trial whose JSON had to be bounded carries none: the spool encodes what it carries
-    big = TrialResult.from_dict(copy.deepcopy(trials[0].to_dict()))
+    big = TrialResult.from_dict(copy.deepcopy(freight_trials[0].to_dict()))
     big.transcript = [*big.transcript, {"role": "agent", "text": "w" * 30_000, "turn": 9}]
     d, text = portable_encoded(big)
     assert text is None and d["transcript"][-1]["text"].endswith("… [clipped: 30,000 characters]")
