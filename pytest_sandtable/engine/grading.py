@@ -177,10 +177,9 @@ class _Plan:
     the world (then None, resolved again on each trial's world). The domain does not
     change once loaded, as for the clauses' plans in ``domain.conditions``."""
 
-    __slots__ = ("called", "expect", "not_called", "replies", "state")
+    __slots__ = ("called", "not_called", "replies", "state")
 
     def __init__(self, expect: Expect) -> None:
-        self.expect = expect
         self.state = [(e, _state_id(e), _constant(e.fields if e.key is not None else e.where)) for e in expect.state]
         self.called = _matchers("called", expect.called)
         self.not_called = _matchers("not_called", expect.not_called)
