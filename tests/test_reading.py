@@ -87,7 +87,7 @@ def test_a_trial_that_breaks_the_schema_is_named_with_its_field(tmp_path: Path) 
     file = make_run(tmp_path) / "results.json"
     text = lines(file)
     text[text.index(' "trials": [') + 2] = text[text.index(' "trials": [') + 2].replace(
-        '"verdict": "failed"', '"verdict": "maybe"', 1)
+        '"verdict":"failed"', '"verdict":"maybe"', 1)
     file.write_text("\n".join(text), encoding="utf-8")
     assert the_error(file) == (
         f"{file}: does not match the results schema 1.3 (1 problem):\n"
@@ -97,8 +97,9 @@ def test_a_trial_that_breaks_the_schema_is_named_with_its_field(tmp_path: Path) 
 def test_a_trial_line_that_is_not_utf8(tmp_path: Path) -> None:
     file = make_run(tmp_path) / "results.json"
     raw = file.read_bytes()
-    at = raw.index(b'"task": "book"', raw.index(b' "trials": [\n'))
-    file.write_bytes(raw[:at] + b'"task": "b\xff"' + raw[at + len(b'"task": "book"'):])
+    at = raw.index(b'"task":"book"', raw.index(b' "trials": [\n'))
+    assert at < raw.index(b"\n ],\n")  # in a trial's line
+    file.write_bytes(raw[:at] + b'"task":"b\xff"' + raw[at + len(b'"task":"book"'):])
     assert the_error(file) == f"{file}: not a results.json: the file is not UTF-8 text"
 
 
@@ -112,7 +113,7 @@ def test_a_file_of_another_major_is_refused(tmp_path: Path) -> None:
 def test_a_newer_minor_with_a_new_trial_field_is_still_read_a_trial_at_a_time(tmp_path: Path) -> None:
     file = make_run(tmp_path) / "results.json"
     text = file.read_text(encoding="utf-8").replace('"schema_version": "1.3"', '"schema_version": "1.99"', 1)
-    file.write_text(text.replace('{"domain": "desk", ', '{"domain": "desk", "mood": "fine", '), encoding="utf-8")
+    file.write_text(text.replace('{"domain":"desk",', '{"domain":"desk","mood":"fine",'), encoding="utf-8")
     stored, whole = stored_as_read(file)
     with stored:
         assert stored.streamed
