@@ -3,6 +3,7 @@ their bootstrap intervals, per task, tag and domain) at growing run sizes, and o
 whole end of a run of real trials (summary, results.json, report.html, terminal).
 
     python benchmarks/bench_summary.py [--end-of-run 200] [--profile K]
+    python benchmarks/bench_summary.py --finish K [--repeat 4]
 
 ``summarize``: trials are built directly (no engine), with half of the tasks always
 passing, a sixth always failing and the rest flaky, six tags plus three groups, and an
@@ -16,6 +17,13 @@ the recorder does at session finish, timed: name the sides, build the summary an
 gate (``build_spooled``), write results.json and report.html (``write_run``) and render
 the terminal summary. CPU and wall seconds, best of 5. ``--profile K`` prints the top
 of a cProfile of that end of run with K trials per task.
+
+``--finish K``: instead, the freight example's domain file alone (its conftest.py
+brings its own agent) run by pytest in a subprocess with the reference agent at K
+trials per task, ``--repeat`` times: the CPU seconds of ``pytest_sessionfinish`` (the
+summary with its bootstrap intervals, results.json, report.html), timed by a
+conftest.py hook wrapper; best and median. At K = 88 nearly all of it used to be the
+bootstrap.
 """
 
 from __future__ import annotations
@@ -23,8 +31,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import os
 import pstats
 import random
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,13 +128,57 @@ def end_of_run(spool: TrialSpool, k: int, ref: dict[str, str], out: Path) -> dic
     return {"summary": t1 - t0, "write": t2 - t1, "terminal": t3 - t2, "cpu": t3 - t0, "wall": w3 - w0}
 
 
+FINISH_TIMER = '''\
+import os
+import time
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    c0 = time.process_time()
+    try:
+        return (yield)
+    finally:
+        with open(os.environ["BENCH_FINISH_OUT"], "a") as f:
+            f.write(f"{time.process_time() - c0}\\n")
+'''
+
+
+def session_finish(k: int, repeat: int) -> None:
+    """``--finish``: CPU seconds of the session finish of a freight run at k, ``repeat`` times."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "sandtable.yaml").write_bytes((FREIGHT / "sandtable.yaml").read_bytes())
+        (folder / "conftest.py").write_text(FINISH_TIMER)
+        times = folder / "finish.txt"
+        env = {**os.environ, "BENCH_FINISH_OUT": str(times)}
+        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                "sandtable.yaml", f"--sandtable-k={k}", "--sandtable-agent=reference",
+                f"--sandtable-out={folder / 'run'}"]
+        for _ in range(repeat):
+            subprocess.run(args, cwd=folder, env=env, capture_output=True, check=False)
+        cpu = [float(line) for line in times.read_text().split()] if times.exists() else []
+    if len(cpu) != repeat:
+        sys.exit(f"{repeat - len(cpu)} of {repeat} runs did not reach the session finish")
+    print(f"session finish, freight k={k} (reference agent, {repeat} runs): {min(cpu):.3f} s CPU best, "
+          f"{statistics.median(cpu):.3f} median")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--end-of-run", type=int, default=200, metavar="N", help="trials of the end-of-run timing")
     parser.add_argument("--k", type=int, default=4, help="trials per task of the end-of-run timing")
     parser.add_argument("--profile", type=int, default=0, metavar="K",
                         help="instead: profile the end of a run of 115 tasks at k = K")
+    parser.add_argument("--finish", type=int, default=0, metavar="K",
+                        help="instead: CPU of pytest_sessionfinish of the freight example at k = K")
+    parser.add_argument("--repeat", type=int, default=4, help="runs of --finish")
     args = parser.parse_args()
+    if args.finish:
+        session_finish(args.finish, args.repeat)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         if args.profile:
