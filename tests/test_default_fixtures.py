@@ -115,3 +115,33 @@ def sandtable_agent():
         f"seen ('book-at-posted-rate[{i}-2]', 'Desk', 'ScriptedUser', False)" for i in (1, 2)
     ]
 
+
+
+def test_a_fixture_added_to_the_items_after_collection_runs_for_every_trial(pytester: pytest.Pytester) -> None:
+    """Appending to ``item.fixturenames`` in a hook (an idiom of plugins) reaches every
+    trial, not only the first of the file."""
+    _domain(pytester)
+    pytester.makeconftest(WATCH + """
+
+CALLS = []
+
+
+@pytest.fixture
+def track(request):
+    CALLS.append("setup " + request.node.name)
+    yield
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "track" not in item.fixturenames:
+            item.fixturenames.append("track")
+
+
+def pytest_sessionfinish(session):
+    print("calls", CALLS)
+""")
+    result = pytester.runpytest("--sandtable-k=3", "-s", *ONE_TASK)
+    result.assert_outcomes(passed=3)
+    assert "calls ['setup book-at-posted-rate[1-3]', 'setup book-at-posted-rate[2-3]', " \
+           "'setup book-at-posted-rate[3-3]']" in result.stdout.str()

@@ -118,3 +118,21 @@ def test_an_enum_member_is_its_value_where_the_trial_is_bounded(freight_trials: 
     (t,) = _made(freight_trials[:1], change)
     assert fresh_line(t, []) is None
     assert portable_trial(t)["calls"][0]["result"]["status"] == "booked"
+
+
+@pytest.mark.parametrize("secret", ["1,2,3,4", '"ok":true'])
+def test_a_secret_across_the_punctuation_of_a_line_leaves_it_valid_json(
+    freight_trials: list[TrialResult], tmp_path: Path, secret: str
+) -> None:
+    """Redacting the finished text would cut a JSON token (``[1,2,3,4]`` holds
+    ``1,2,3,4``): the line is made again from its values, each redacted on its own, and
+    the secret is not in it."""
+    made = _made(freight_trials[:1], _result([1, 2, 3, 4]))
+    spool = TrialSpool(tmp_path / "s", secrets=[secret])
+    spool.add_fresh(made[0])
+    (line,) = list(spool.ordered()[1].lines())
+    spool.close()
+    trial = json.loads(line)
+    assert trial["calls"][0]["result"] == [1, 2, 3, 4]
+    assert secret.encode() not in line
+    assert trial["calls"][0]["ok"] is True

@@ -209,7 +209,9 @@ class TrialItem(pytest.Function):
 
     def setup(self) -> None:
         defs = getattr(self.parent, "sandtable_defaults", None)
-        values = _set_up_defaults(defs) if defs is not None else None
+        # a plugin or conftest.py may add a fixture to the items' shared list of names
+        # after collection (pytest_collection_modifyitems, pytest_runtest_setup): pytest's way then
+        values = _set_up_defaults(defs) if defs is not None and len(self.fixturenames) == 2 else None
         if values is None:
             super().setup()
             agent = self.funcargs["sandtable_agent"]

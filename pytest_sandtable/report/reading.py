@@ -8,8 +8,8 @@ trial per line between the document's head and tail::
      "schema_version": "1.3",
      ...
      "trials": [
-      {"domain": "freight", ...},
-      {"domain": "freight", ...}
+      {"domain":"freight",...},
+      {"domain":"freight",...}
      ],
      "tasks": [
      ...

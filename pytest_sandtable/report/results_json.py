@@ -30,7 +30,17 @@ from ..domain.files import write_atomic
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
 from .fmt import clip, plural
-from .safe import REDACTED, clip_text, encoded_trial, scrub_secrets, scrub_text, secret_values, shown_trial, utf8
+from .safe import (
+    REDACTED,
+    clip_text,
+    encoded_trial,
+    scrub_secrets,
+    scrub_text,
+    scrubbed_line,
+    secret_values,
+    shown_trial,
+    utf8,
+)
 from .spool import SpooledTrials, TrialSpool
 from .types import Gate, Options, Results, Run, StoredTrial, Summary, TaskVerdict
 
@@ -276,11 +286,11 @@ def _cleaned(results: Mapping[str, Any], secrets: list[str]) -> tuple[dict[str, 
         if key == "trials" and isinstance(value, SpooledTrials):
             clean[key] = value
             new = [v for v in secrets if v not in value.secrets]
-            lines = (utf8(scrub_text(line.decode("utf-8"), new)) for line in value.lines()) if new else value.lines()
+            lines = (utf8(scrubbed_line(line.decode("utf-8"), new)) for line in value.lines()) if new else value.lines()
         elif key == "trials" and isinstance(value, list):
             encoded = [encoded_trial(t, secrets) for t in value]
             clean[key] = [trial for trial, _ in encoded]
-            lines = [utf8(scrub_text(line, secrets)) for _, line in encoded]
+            lines = [utf8(scrubbed_line(line, secrets)) for _, line in encoded]
         else:
             clean[key] = _strict(value, secrets)
     return clean, lines

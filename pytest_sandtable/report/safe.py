@@ -71,6 +71,7 @@ __all__ = [
     "safe_text",
     "scrub_secrets",
     "scrub_text",
+    "scrubbed_line",
     "secret_values",
     "shown_items",
     "shown_trial",
@@ -200,6 +201,43 @@ def scrub_text(text: str, secrets: Sequence[str]) -> str:
             if form in text:
                 text = text.replace(form, REDACTED)
     return text
+
+
+def scrubbed_line(line: str, secrets: Sequence[str]) -> str:
+    """A trial's JSON line with every form of every secret redacted (:func:`scrub_text`),
+    still one line of valid JSON. Redacting the text breaks the JSON when a secret spans
+    its punctuation (``1,2`` in ``[1,2,3]``, a secret ``true``): the line is then made
+    again from its values, each string and each number's digits redacted on its own,
+    written compact, or as the json module writes JSON where the compact text still
+    shows the secret across values (``1,2`` in ``[1,2]``, which ``[1, 2]`` does not)."""
+    if not secrets:
+        return line
+    text = scrub_text(line, secrets)
+    if text == line:
+        return line
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        clean = _scrubbed_values(json.loads(line), secrets)
+        data = _compact(clean)
+        if data is not None and not _shows_secret(compact := data.decode("utf-8"), secrets):
+            return compact
+        return json.dumps(clean, ensure_ascii=False)
+
+
+def _scrubbed_values(obj: Any, secrets: Sequence[str]) -> Any:
+    """A value read from a trial's line with every form of every secret redacted in each
+    string and key, and a number holding one in its digits as ``[redacted]``."""
+    if isinstance(obj, str):
+        return scrub_text(obj, secrets)
+    if isinstance(obj, dict):
+        return {scrub_text(k, secrets): _scrubbed_values(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrubbed_values(v, secrets) for v in obj]
+    if isinstance(obj, (int, float)) and not isinstance(obj, bool) and any(v in repr(obj) for v in secrets):
+        return REDACTED
+    return obj
 
 
 def _shows_secret(text: str, secrets: Sequence[str]) -> bool:
@@ -546,7 +584,10 @@ def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
     # of what a light trial keeps (summary_view), the engine writes numbers that are not
     # whole only here: where orjson would write NaN or an infinity as null, the walk
     # makes the light trial hold null too
-    if not (_finite(r.duration) and all(map(_finite, r.latency))):
+    try:
+        if not (_finite(r.duration) and all(map(_finite, r.latency))):
+            return None
+    except TypeError:  # a latency that is no list: the walk
         return None
     d = r.to_dict()
     data = _compact(d)

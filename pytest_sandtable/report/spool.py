@@ -41,7 +41,16 @@ from pathlib import Path
 from typing import IO, Any, overload
 
 from ..engine.results import Check, TrialResult
-from .safe import encoded_trial, fresh_line, portable_trial, scrub_text, secret_values, shown_trial, stored_line, utf8
+from .safe import (
+    encoded_trial,
+    fresh_line,
+    portable_trial,
+    scrubbed_line,
+    secret_values,
+    shown_trial,
+    stored_line,
+    utf8,
+)
 from .summary import trial_order_key
 from .types import StoredTrial
 
@@ -318,7 +327,7 @@ class TrialSpool:
     def _store(self, line: str, light: TrialResult) -> _Entry:
         """Write a trial's JSON ``line`` (secrets redacted in every form, lone surrogates
         replaced) and keep ``light`` with where the line is."""
-        return self._keep(utf8(scrub_text(line, self.secrets) if self.secrets else line), light)
+        return self._keep(utf8(scrubbed_line(line, self.secrets)), light)
 
     def _keep(self, data: bytes, light: TrialResult) -> _Entry:
         """Keep a trial's line ``data`` (as :meth:`_store` makes it), to be written with
