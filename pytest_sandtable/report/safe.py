@@ -599,7 +599,8 @@ def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             return None
-    elif len(data) > _COMPACT_SURE and not _spaced_within_caps(d):
+    elif len(data) > _COMPACT_SURE and (len(data) > 4 * _FAST_LIMIT or not _spaced_within_caps(d)):
+        # past four bytes a character of the cap it is surely over: no second encoding of a huge trial
         return None
     if secrets and _shows_secret(data.decode("utf-8"), secrets):
         return None
