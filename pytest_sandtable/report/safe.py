@@ -220,8 +220,8 @@ def scrubbed_line(line: str, secrets: Sequence[str]) -> str:
         return text
     except ValueError:
         clean = _scrubbed_values(json.loads(line), secrets)
-        data = _compact(clean)
-        if data is not None and not _shows_secret(compact := data.decode("utf-8"), secrets):
+        compact = _compact_text(clean)
+        if compact is not None and not _shows_secret(compact, secrets):
             return compact
         return json.dumps(clean, ensure_ascii=False)
 
@@ -515,7 +515,7 @@ def portable_encoded(r: TrialResult) -> tuple[dict[str, Any], str | None]:
     stored by the process that ran it, :func:`stored_line` takes that JSON instead of
     encoding the trial again."""
     d = r.to_dict()
-    text = _within_caps(r, d)
+    text = None if _surely_over_caps(r) else _spaced_line(d)
     if text is not None:
         try:
             text.encode("utf-8")  # raises on a lone surrogate
@@ -536,32 +536,35 @@ def _compact(value: Any) -> bytes | None:
         return None
 
 
+def _compact_text(value: Any) -> str | None:
+    """:func:`_compact` as text: a trial's line as every path writes it, where orjson can."""
+    data = _compact(value)
+    return None if data is None else data.decode("utf-8")
+
+
 def _finite(x: Any) -> bool:
     """Whether ``x`` is a number JSON holds as it is (not NaN or an infinity)."""
     return type(x) is int or (type(x) is float and math.isfinite(x))
 
 
-def _spaced_within_caps(value: Any) -> bool:
-    """Whether ``value``'s JSON, as the caps measure it (the json module's, with ", " and
-    ": "), is within the smaller cap: for compact JSON past :data:`_COMPACT_SURE`."""
+def _spaced_line(value: Any) -> str | None:
+    """``value`` as strict JSON the json module's way (", " and ": ", as the caps measure
+    it), when it is within the smaller cap, so that nothing in it is over one; None when
+    it is not, or is not JSON."""
     try:
-        return len(_STRICT_UNCHECKED.encode(value)) <= _FAST_LIMIT
-    except (ValueError, TypeError, RecursionError, AttributeError):
-        return False
-
-
-def _within_caps(r: TrialResult, d: Mapping[str, Any]) -> str | None:
-    """``d`` (``r.to_dict()``) as strict JSON, when one pass of the C encoder shows it is
-    within the smaller cap, so that nothing in it is over one; None when it may not be, or
-    is not JSON."""
-    try:
-        # a long conversation is surely over the cap: no need to encode it to know
-        if sum(len(str(e.get("text", ""))) for e in r.transcript) > _FAST_LIMIT:
-            return None
-        text = _STRICT_UNCHECKED.encode(d)
+        text = _STRICT_UNCHECKED.encode(value)
     except (ValueError, TypeError, RecursionError, AttributeError):
         return None
     return text if len(text) <= _FAST_LIMIT else None
+
+
+def _surely_over_caps(r: TrialResult) -> bool:
+    """Whether ``r`` is surely over the cap without encoding it: a long conversation (or
+    a transcript that is not the engine's, which the walk is for)."""
+    try:
+        return sum(len(str(e.get("text", ""))) for e in r.transcript) > _FAST_LIMIT
+    except AttributeError:
+        return True
 
 
 def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
@@ -574,12 +577,7 @@ def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
     What that pass must show: usage as the walk leaves it (:func:`_usage_as_stored`,
     decided without encoding it), JSON within the smaller cap, no lone surrogate (the
     UTF-8 encoding raises) and no secret in any form :func:`scrub_text` redacts."""
-    if not _usage_as_stored(r.usage):
-        return None
-    try:  # a long conversation is surely over the cap: no need to encode it to know
-        if sum(len(str(e.get("text", ""))) for e in r.transcript) > _FAST_LIMIT:
-            return None
-    except AttributeError:  # not a transcript as the engine writes it: the walk
+    if not _usage_as_stored(r.usage) or _surely_over_caps(r):
         return None
     # of what a light trial keeps (summary_view), the engine writes numbers that are not
     # whole only here: where orjson would write NaN or an infinity as null, the walk
@@ -592,14 +590,14 @@ def fresh_line(r: TrialResult, secrets: Sequence[str]) -> bytes | None:
     d = r.to_dict()
     data = _compact(d)
     if data is None:  # what orjson does not write: the json module's line, as before
-        text = _within_caps(r, d)
+        text = _spaced_line(d)
         if text is None:
             return None
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             return None
-    elif len(data) > _COMPACT_SURE and (len(data) > 4 * _FAST_LIMIT or not _spaced_within_caps(d)):
+    elif len(data) > _COMPACT_SURE and (len(data) > 4 * _FAST_LIMIT or _spaced_line(d) is None):
         # past four bytes a character of the cap it is surely over: no second encoding of a huge trial
         return None
     if secrets and _shows_secret(data.decode("utf-8"), secrets):
@@ -628,8 +626,7 @@ def _usage_as_stored(usage: Any) -> bool:
 
 def _encoded(value: Any, secrets: Sequence[str]) -> tuple[Any, str]:
     clean = scrub_secrets(value, secrets)
-    data = _compact(clean)
-    return clean, json.dumps(clean, ensure_ascii=False, allow_nan=False) if data is None else data.decode("utf-8")
+    return clean, _compact_text(clean) or json.dumps(clean, ensure_ascii=False, allow_nan=False)
 
 
 def _holds_secret(text: str, secrets: Sequence[str]) -> bool:
@@ -643,8 +640,7 @@ def encoded_trial(d: Mapping[str, Any], secrets: Sequence[str]) -> tuple[dict[st
     try:  # most trials: strict JSON as they are, and no secret in them
         text = _STRICT.encode(d)
         if not _holds_secret(text, secrets):
-            data = _compact(d)  # the line as the other paths write it
-            return dict(d), text if data is None else data.decode("utf-8")
+            return dict(d), _compact_text(d) or text
     except (ValueError, TypeError, RecursionError):
         pass  # NaN, an object that is not JSON, ...: scrub_secrets makes them JSON
     try:
@@ -681,10 +677,8 @@ def stored_line(d: Mapping[str, Any], secrets: Sequence[str],
         return None
     if len(text) > _FAST_LIMIT or _holds_secret(text, secrets):
         return None
-    # the line as every path writes it (the strict pass showed it holds no NaN, which
-    # orjson would write as null)
-    data = _compact(stored)
-    return stored, text if data is None else data.decode("utf-8")
+    # the strict pass showed it holds no NaN, which orjson would write as null
+    return stored, _compact_text(stored) or text
 
 
 def _rows(rows: Any, keys: tuple[str, ...]) -> bool:
