@@ -4,8 +4,8 @@ the next line would take them past 64 KiB, or before anything is read back. A wr
 fails (a full disk, a vanished folder) moves the spool to memory with the lines pending,
 and the run goes on: nothing already stored is lost, and every trial reads back at the
 right place. These tests give the spool a real file that fills up or cannot be read.
-The trials of the process that ran them (``add_fresh``) wait, 16 at most, to be stored
-together, in the order they came. Last, two steps every trial takes on its way to the
+The trials of the process that ran them (``add_fresh``) are stored as they come, in
+that order. Last, two steps every trial takes on its way to the
 spool, made cheaper: its dict (``TrialResult.to_dict``) and its strings held once
 (``Alike.texts``)."""
 
@@ -196,10 +196,10 @@ def test_alike_texts_holds_each_string_once_and_leaves_the_rest() -> None:
     assert fourth["b"] == "task" and fourth["b"] is not first["task"]
 
 
-def test_trials_of_this_process_wait_sixteen_at_most_and_keep_their_order(tmp_path: Path) -> None:
-    """``add_fresh`` holds a trial until 16 have come (stored together, the encoder's code
-    warm) or anything reads the spool or stores another trial: no more than 16 wait
-    whole in memory, and the spool's order is the order they came in."""
+def test_a_trial_of_this_process_is_stored_at_once_and_keeps_its_order(tmp_path: Path) -> None:
+    """``add_fresh`` stores a trial as it comes, so the spool holds no whole trial (its
+    line is on its way to the file, its light form in memory), and the spool's order is
+    the order trials came in, whichever way each came."""
     spool, _ = _spool(tmp_path)
     held = []
     for i in range(100, 115):
@@ -208,12 +208,10 @@ def test_trials_of_this_process_wait_sixteen_at_most_and_keep_their_order(tmp_pa
         spool.add_fresh(t)
         del t
     gc.collect()
-    assert len(spool) == 15 and all(ref() is not None for ref in held)  # 15 wait, whole
+    assert len(spool) == 15 and all(ref() is None for ref in held)  # stored, and let go
     spool.add_fresh(_trial(115))
-    gc.collect()
-    assert all(ref() is None for ref in held)  # the 16th stored them all: let go
     spool.add_fresh(_trial(116))
-    spool.add(_trial(117))  # another kind of trial: the one waiting is stored first
+    spool.add(_trial(117))
     spool.add_fresh(_trial(118))
     spool.add_stored(_trial(119).to_dict())
     spool.add_fresh(_trial(120))

@@ -18,8 +18,8 @@ which keeps two things of it:
 A trial comes as a report carries it (:meth:`TrialSpool.add_stored`): one pass of the C
 encoder makes its line and shows that it needs no bounding, the usual case; only a
 trial that does is read into a :class:`TrialResult` and bounded (:meth:`TrialSpool.add`).
-A trial this process ran (:meth:`TrialSpool.add_fresh`) waits for 15 more and is stored
-with them, the encoder's code and tables warm.
+A trial this process ran (:meth:`TrialSpool.add_fresh`) is stored from its
+:class:`TrialResult` itself, in one pass as well.
 
 At the end :meth:`TrialSpool.ordered` gives both in results.json's order: the light
 trials for :func:`~pytest_sandtable.report.summary.summarize`, and a
@@ -126,11 +126,6 @@ _TEXTS = ("domain", "task", "verdict", "ended_by", "agent", "user", "location")
 _VALUES = ("tags", "usage", "soft", "shared_tags", "pending")
 _ALIKE_KEY_LIMIT = 2_000  # characters of repr(): a bigger value is rarely repeated, and its key would cost
 
-# trials of this process (add_fresh) that wait to be stored together: stored one at a
-# time between pytest's hooks, each found the encoder's code and tables cold and cost
-# about a third more CPU; a bound in trials on what waits whole in memory
-_FRESH_BATCH = 16
-
 # lines held in memory before they are written in one call: a few dozen usual trials, a
 # bound on what the buffer adds to a run's memory (a bigger line waits alone, until the
 # next line comes or the spool is read)
@@ -225,15 +220,13 @@ class TrialSpool:
         self._pending_size = 0
         self._entries: list[_Entry] = []
         self._alike = Alike()  # what the light trials hold alike, held once
-        self._fresh: list[TrialResult] = []  # add_fresh's trials not stored yet, in order
 
     def __len__(self) -> int:
-        return len(self._entries) + len(self._fresh)
+        return len(self._entries)
 
     def add(self, t: TrialResult) -> None:
         """Store one finished trial (bounded by the caps, secrets redacted) and keep its
         light form."""
-        self._take_fresh()  # the trials keep the order they came in
         shown = shown_trial(t, self.secrets)
         self._entries.append(self._append(shown))
 
@@ -244,7 +237,6 @@ class TrialSpool:
         is nothing to bound or redact in it (the usual trial), without reading it into a
         TrialResult, bounding it and writing it back twice. ``text`` is ``d``'s JSON when
         ``report.safe.portable_encoded`` made it in this process: that pass is spared."""
-        self._take_fresh()
         quick = stored_line(d, self.secrets, text)
         if quick is None:
             self.add(TrialResult.from_dict(d))
@@ -257,36 +249,21 @@ class TrialSpool:
         ran and nothing else holds: the same line and light trial, the line made in one
         pass of the C encoder (:func:`~pytest_sandtable.report.safe.fresh_line`) and the
         light trial from ``t`` itself, which it shares values with. A trial that pass does
-        not show clean takes the path of a carried one.
-
-        Stored with the next :data:`_FRESH_BATCH` - 1 such trials, or before anything
-        reads the spool or another trial comes: ``t`` must not change (a finished trial)."""
-        self._fresh.append(t)
-        if len(self._fresh) >= _FRESH_BATCH:
-            self._take_fresh()
-
-    def _take_fresh(self) -> None:
-        """Store the trials :meth:`add_fresh` holds, in the order they came."""
-        if not self._fresh:
-            return
-        fresh, self._fresh = self._fresh, []
-        for t in fresh:
-            data = fresh_line(t, self.secrets)
-            if data is None:
-                self.add_stored(portable_trial(t))
-            else:
-                self._entries.append(self._keep(data, summary_view(t)))
+        not show clean takes the path of a carried one."""
+        data = fresh_line(t, self.secrets)
+        if data is None:
+            self.add_stored(portable_trial(t))
+        else:
+            self._entries.append(self._keep(data, summary_view(t)))
 
     def trials(self) -> list[TrialResult]:
         """The light trials, in the order they were added."""
-        self._take_fresh()
         return [e.light for e in self._entries]
 
     def rename_sides(self, renamed: Sequence[TrialResult]) -> None:
         """Give the trials their agent and user as ``renamed`` (the light trials, in the
         order of :meth:`trials`) names them: a trial that never reached its agent or user
         names those the others used. Such a trial is stored again (rare, and small)."""
-        self._take_fresh()
         if len(renamed) != len(self._entries):
             raise ValueError(f"{len(renamed)} trials renamed, {len(self._entries)} stored")
         for i, r in enumerate(renamed):
@@ -301,7 +278,6 @@ class TrialSpool:
     def ordered(self) -> tuple[list[TrialResult], SpooledTrials]:
         """The light trials and the stored ones, both in results.json's stable order
         (:func:`~pytest_sandtable.report.summary.order_trials`)."""
-        self._take_fresh()
         self._flush()  # a failed write moves the spool to memory now, not while results.json is written
         entries = sorted(self._entries, key=lambda e: trial_order_key(e.light))
         return [e.light for e in entries], SpooledTrials(self, entries)
@@ -313,9 +289,8 @@ class TrialSpool:
         return self._file.read(e.size)
 
     def close(self) -> None:
-        """Delete the spool file; the trials can no longer be read (trials and lines
-        still pending are let go: nothing could read them)."""
-        self._fresh.clear()
+        """Delete the spool file; the trials can no longer be read (lines still pending
+        are let go: nothing could read them)."""
         self._pending.clear()
         self._pending_size = 0
         self._file.close()
