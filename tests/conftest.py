@@ -85,3 +85,22 @@ def freight_trials() -> list[st.TrialResult]:
     failed.checks[0].passed = False
     failed.checks[0].detail = "the booking is not there"
     return [*ran, failed]
+
+
+
+@pytest.fixture
+def spooled(tmp_path: Path) -> Callable[..., tuple[list[bytes], list[st.TrialResult]]]:
+    """``spooled(name, add, secrets=())``: trials added by ``add`` to a fresh TrialSpool
+    (its folder ``name`` under tmp_path, redacting ``secrets``): its lines in results.json's
+    order, and its light trials."""
+    from pytest_sandtable.report.spool import TrialSpool
+
+    def spool(name: str, add: Callable[[TrialSpool], object],
+              secrets: Sequence[str] = ()) -> tuple[list[bytes], list[st.TrialResult]]:
+        made = TrialSpool(tmp_path / name, secrets=list(secrets))
+        add(made)
+        lines, light = list(made.ordered()[1].lines()), made.trials()
+        made.close()
+        return lines, light
+
+    return spool

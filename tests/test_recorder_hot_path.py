@@ -19,11 +19,11 @@ import pytest
 
 from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.report.safe import fresh_line, portable_trial
-from pytest_sandtable.report.spool import TrialSpool
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _sandtable_shop import PLUGIN_ARGS, SHOP, make_shop, only_results
 
+Spooled = Callable[..., tuple[list[bytes], list[TrialResult]]]  # the spooled fixture (conftest.py)
 FREIGHT = Path(__file__).resolve().parent.parent / "example_domains" / "freight" / "sandtable.yaml"
 # secrets: found as written, only HTML-escaped (&amp;), with letters JSON escapes as ASCII
 # (é), among a number's digits
@@ -69,17 +69,9 @@ CASES: list[tuple[str, Callable[[TrialResult], None], bool]] = [
 ]
 
 
-def _spooled(tmp: Path, name: str, add: Callable[[TrialSpool], None]) -> tuple[list[bytes], list[TrialResult]]:
-    spool = TrialSpool(tmp / name, secrets=SECRETS)
-    add(spool)
-    lines, light = list(spool.ordered()[1].lines()), spool.trials()
-    spool.close()
-    return lines, light
-
-
 @pytest.mark.parametrize(("case", "make", "one_pass"), CASES, ids=[c[0] for c in CASES])
 def test_a_fresh_trial_is_stored_as_a_carried_one(
-    freight_trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[TrialResult], None], one_pass: bool
+    freight_trials: list[TrialResult], spooled: Spooled, case: str, make: Callable[[TrialResult], None], one_pass: bool
 ) -> None:
     """``add_fresh(t)`` writes the bytes and keeps the light trial that ``add_stored`` of
     the dict a report would carry does (and that the walk gives), whether or not the one
@@ -89,19 +81,19 @@ def test_a_fresh_trial_is_stored_as_a_carried_one(
         fresh = TrialResult.from_dict(copy.deepcopy(t.to_dict()))
         make(fresh)
         made.append(fresh)
-    carried = _spooled(tmp_path, "carried", lambda s: [s.add_stored(portable_trial(t)) for t in made])
-    fresh = _spooled(tmp_path, "fresh", lambda s: [s.add_fresh(t) for t in made])
+    carried = spooled("carried", lambda s: [s.add_stored(portable_trial(t)) for t in made], SECRETS)
+    fresh = spooled("fresh", lambda s: [s.add_fresh(t) for t in made], SECRETS)
     assert fresh[0] == carried[0]  # byte for byte on disk
     assert fresh[1] == carried[1]  # the same light trials
     assert sorted(json.loads(line)["task"] for line in fresh[0]) == sorted(t.task for t in freight_trials)
     assert [fresh_line(t, SECRETS) is not None for t in made] == [one_pass] * len(made)
 
 
-def test_a_secret_is_redacted_on_the_fresh_path(freight_trials: list[TrialResult], tmp_path: Path) -> None:
+def test_a_secret_is_redacted_on_the_fresh_path(freight_trials: list[TrialResult], spooled: Spooled) -> None:
     """What makes the one pass give way is then redacted, in every form it takes."""
     t = TrialResult.from_dict(copy.deepcopy(freight_trials[0].to_dict()))
     _reply(t, "keys: sk-test-0123456789, ab&amp;cd-1234, clé-secrète-42")
-    (line,), _ = _spooled(tmp_path, "fresh", lambda s: s.add_fresh(t))
+    (line,), _ = spooled("fresh", lambda s: s.add_fresh(t), SECRETS)
     text = json.loads(line)["transcript"][-1]["text"]
     assert text == "keys: [redacted], [redacted], [redacted]"
 

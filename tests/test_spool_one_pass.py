@@ -16,7 +16,8 @@ import pytest
 
 from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.report.safe import portable_encoded, portable_trial, stored_line
-from pytest_sandtable.report.spool import TrialSpool
+
+Spooled = Callable[..., tuple[list[bytes], list[TrialResult]]]  # the spooled fixture (conftest.py)
 
 FREIGHT = Path(__file__).resolve().parent.parent / "example_domains" / "freight" / "sandtable.yaml"
 SECRETS = ["sk-test-0123456789", "ab&cd-1234", "98765432"]
@@ -59,32 +60,25 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], bool]] = [
 ]
 
 
-def _spooled(tmp: Path, name: str, add: Callable[[TrialSpool], None]) -> tuple[list[bytes], list[TrialResult]]:
-    spool = TrialSpool(tmp / name, secrets=SECRETS)
-    add(spool)
-    lines, light = list(spool.ordered()[1].lines()), spool.trials()
-    spool.close()
-    return lines, light
-
-
 @pytest.mark.parametrize(("case", "make", "one_pass"), CASES, ids=[c[0] for c in CASES])
 def test_a_carried_trial_is_stored_as_the_walk_stores_it(
-    freight_trials: list[TrialResult], tmp_path: Path, case: str, make: Callable[[dict[str, Any]], None], one_pass: bool
+    freight_trials: list[TrialResult], spooled: Spooled,
+    case: str, make: Callable[[dict[str, Any]], None], one_pass: bool
 ) -> None:
     carried = []
     for t in freight_trials:
         d = copy.deepcopy(t.to_dict())
         make(d)
         carried.append(d)
-    walked = _spooled(tmp_path, "walked", lambda s: [s.add(TrialResult.from_dict(copy.deepcopy(d))) for d in carried])
-    once = _spooled(tmp_path, "once", lambda s: [s.add_stored(copy.deepcopy(d)) for d in carried])
+    walked = spooled("walked", lambda s: [s.add(TrialResult.from_dict(copy.deepcopy(d))) for d in carried], SECRETS)
+    once = spooled("once", lambda s: [s.add_stored(copy.deepcopy(d)) for d in carried], SECRETS)
     assert once[0] == walked[0]  # byte for byte on disk
     assert once[1] == walked[1]  # the same light trials
     assert sorted(json.loads(line)["task"] for line in once[0]) == sorted(t.task for t in freight_trials)
     assert [stored_line(d, SECRETS) is not None for d in carried] == [one_pass] * len(carried)
 
 
-def test_the_json_made_for_the_report_is_the_line_stored(freight_trials: list[TrialResult], tmp_path: Path) -> None:
+def test_the_json_made_for_the_report_is_the_line_stored(freight_trials: list[TrialResult], spooled: Spooled) -> None:
     """In the process that ran the trial the spool takes the JSON portable_encoded made:
     the same line, and, for usage the walk rewrites, a line made again."""
     odd = TrialResult.from_dict(copy.deepcopy(freight_trials[0].to_dict()))
@@ -93,8 +87,8 @@ def test_the_json_made_for_the_report_is_the_line_stored(freight_trials: list[Tr
     encoded = [portable_encoded(t) for t in every]
     assert all(text is not None for _, text in encoded)
     assert [d for d, _ in encoded] == [portable_trial(t) for t in every]
-    walked = _spooled(tmp_path, "walked", lambda s: [s.add(TrialResult.from_dict(portable_trial(t))) for t in every])
-    once = _spooled(tmp_path, "once", lambda s: [s.add_stored(d, text) for d, text in encoded])
+    walked = spooled("walked", lambda s: [s.add(TrialResult.from_dict(portable_trial(t))) for t in every], SECRETS)
+    once = spooled("once", lambda s: [s.add_stored(d, text) for d, text in encoded], SECRETS)
     assert once == walked
     usages = [json.loads(line)["usage"] for line in once[0]]
     assert usages.count({"agent": {"(unknown model)": {"input": 2}}, "user": {}}) == 1

@@ -21,15 +21,9 @@ from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.report.safe import VALUE_LIMIT, fresh_line, portable_trial
 from pytest_sandtable.report.spool import TrialSpool
 
+Spooled = Callable[..., tuple[list[bytes], list[TrialResult]]]  # the spooled fixture (conftest.py)
+
 pytest_plugins = ["pytester"]
-
-
-def _spooled(tmp: Path, name: str, add: Callable[[TrialSpool], None]) -> tuple[list[bytes], list[TrialResult]]:
-    spool = TrialSpool(tmp / name, secrets=[])
-    add(spool)
-    lines, light = list(spool.ordered()[1].lines()), spool.trials()
-    spool.close()
-    return lines, light
 
 
 def _made(trials: list[TrialResult], change: Callable[[TrialResult], None]) -> list[TrialResult]:
@@ -51,8 +45,8 @@ def _result(value: Any) -> Callable[[TrialResult], None]:
     return change
 
 
-def test_a_usual_trial_is_one_compact_line_of_its_fields(freight_trials: list[TrialResult], tmp_path: Path) -> None:
-    lines, _ = _spooled(tmp_path, "fresh", lambda s: [s.add_fresh(t) for t in freight_trials])
+def test_a_usual_trial_is_one_compact_line_of_its_fields(freight_trials: list[TrialResult], spooled: Spooled) -> None:
+    lines, _ = spooled("fresh", lambda s: [s.add_fresh(t) for t in freight_trials])
     assert sorted(lines) == sorted(orjson.dumps(t.to_dict()) for t in freight_trials)
     assert all(line.startswith(b'{"domain":"freight","task":"') for line in lines)
 
@@ -70,14 +64,14 @@ def test_a_usual_trial_is_one_compact_line_of_its_fields(freight_trials: list[Tr
      "[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0"),
 ], ids=["nan", "key-not-a-string", "big-integer", "enum", "short-only-when-compact"])
 def test_a_fresh_trial_is_stored_as_a_carried_one(
-    freight_trials: list[TrialResult], tmp_path: Path, case: str, change: Callable[[TrialResult], None],
+    freight_trials: list[TrialResult], spooled: Spooled, case: str, change: Callable[[TrialResult], None],
     one_pass: bool, stored: Any,
 ) -> None:
     """The line and light trial of ``add_fresh`` are those of ``add_stored`` of what an
     xdist worker carries, byte for byte, whether one pass takes it or the walk."""
     made = _made(freight_trials, change)
-    fresh = _spooled(tmp_path, "fresh", lambda s: [s.add_fresh(t) for t in made])
-    carried = _spooled(tmp_path, "carried", lambda s: [s.add_stored(portable_trial(t)) for t in made])
+    fresh = spooled("fresh", lambda s: [s.add_fresh(t) for t in made])
+    carried = spooled("carried", lambda s: [s.add_stored(portable_trial(t)) for t in made])
     assert fresh == carried
     assert [fresh_line(t, []) is not None for t in made] == [one_pass] * len(made)
     result = json.loads(fresh[0][0])["calls"][0]["result"]
