@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _sandtable_shop import PLUGIN_ARGS, make_shop
 from test_domain_cache import FREIGHT, padded
 from test_recording import OPENING_ONLY
 from test_regrade import make_run
@@ -143,6 +144,56 @@ def test_a_byte_order_mark_is_read_past(run: Path, capsys: pytest.CaptureFixture
     assert with_bom[2] == plain[2] == ""
     assert with_bom[0] == plain[0] == (0 if command == "compare" else 1)  # two trials failed
     assert [ln.replace("bom", "plain") for ln in with_bom[1]] == plain[1]
+
+
+# --------------------------------------------------------------------------- report: the summary and the exit
+
+
+COUNTS = '\n  "trials": 3,\n  "passed": 1,\n  "failed": 2,'  # the summary's counts, as written
+
+
+def test_report_warns_of_a_summary_that_does_not_count_the_trials(
+        run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(run)
+    _edited(run, COUNTS, '\n  "trials": 999,\n  "passed": 1,\n  "failed": 1000,')
+    code, out, err = _stdout(capsys, "report", "bad.json", "-o", "out")
+    assert err == (
+        "warning: bad.json: the summary does not match the trials: it counts 999 trials (1 passed, 1000 failed, "
+        "0 errored), the file holds 3 trials (1 passed, 2 failed, 0 errored); the summary below is as recorded, "
+        "the exit status is the trials'\n")
+    assert out[0].startswith("999 trials of 1 task: 1 passed, 1000 failed")  # as recorded
+    assert code == 1
+    # a summary claiming every trial passed does not make report exit 0
+    _edited(run, COUNTS, '\n  "trials": 3,\n  "passed": 3,\n  "failed": 0,')
+    code, out, err = _stdout(capsys, "report", "bad.json", "-o", "out")
+    assert err.startswith("warning: bad.json: the summary does not match the trials: it counts 3 trials (3 passed, "
+                          "0 failed, 0 errored), the file holds 3 trials (1 passed, 2 failed, 0 errored);")
+    assert code == 1
+    code, out, err = _stdout(capsys, "report", "run", "-o", "out")  # the file as written: no warning
+    assert (code, err) == (1, "")
+
+
+@pytest.mark.parametrize(("fail", "gate", "status"), [
+    pytest.param("refund:2", ["--sandtable-fail-under=0"], 1, id="a-critical-task-failed-under-a-gate"),
+    pytest.param("greet:2", ["--sandtable-fail-under=0"], 0, id="a-passing-gate-decides"),
+    pytest.param("greet:2", [], 1, id="no-gate-a-trial-failed"),
+    pytest.param("", [], 0, id="every-trial-passed"),
+])
+def test_report_exits_as_the_pytest_run_did(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str], fail: str, gate: list[str],
+                                            status: int) -> None:
+    for var in ("SHOP_CRASH", "SHOP_SAY", "SHOP_USER_FAIL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SHOP_FAIL", fail)
+    make_shop(pytester)
+    monkeypatch.chdir(pytester.path)
+    result = pytester.runpytest(*PLUGIN_ARGS, "--sandtable-k=2", "--sandtable-out=run", *gate)
+    assert result.ret == status
+    capsys.readouterr()
+    code, out, err = _stdout(capsys, "report", "run")
+    assert (code, err) == (status, "")
+    if fail == "refund:2":
+        assert "  failed: critical task refund failed 1 of 2 trials ([2])" in out
 
 
 # --------------------------------------------------------------------------- recordings
