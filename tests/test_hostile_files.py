@@ -26,6 +26,7 @@ from test_regrade import make_run
 
 from pytest_sandtable.cli import main
 from pytest_sandtable.domain import cache
+from pytest_sandtable.domain.files import FileRefused, read_at_most, read_regular, write_atomic
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
                                 reason="named pipes and /dev/zero are POSIX")
@@ -232,6 +233,7 @@ _LOAD = """\
 import sys
 from pathlib import Path
 from pytest_sandtable.domain import cache
+from pytest_sandtable.domain.files import FileRefused, read_at_most, read_regular, write_atomic
 print(cache.load_domain_cached(Path(sys.argv[1]), Path(sys.argv[2])).name)
 """
 
@@ -249,3 +251,43 @@ def test_a_cache_entry_that_is_no_regular_file_or_too_big_is_rebuilt_over(tmp_pa
         assert entry.is_file() and not entry.is_symlink()
         assert entry.stat().st_size < 2**24
     assert cache._read_entry(entry, domain.sha256) == domain
+
+
+# --------------------------------------------------------------------------- the helper every reader uses
+
+
+def test_read_regular_reads_a_file_within_its_cap_and_refuses_anything_else(tmp_path: Path) -> None:
+    file = tmp_path / "a.json"
+    file.write_bytes(b"x" * 10)
+    assert read_regular(file, 10, "a thing") == b"x" * 10
+    (tmp_path / "link.json").symlink_to(file)
+    assert read_regular(tmp_path / "link.json", 10, "a thing") == b"x" * 10  # a link to a file is followed
+    with pytest.raises(FileRefused) as e:
+        read_regular(file, 9, "a thing")
+    assert str(e.value) == "too big: 10 bytes, over the 9 bytes cap of a thing"
+    with pytest.raises(FileRefused) as e:
+        read_regular(tmp_path, 9, "a thing")
+    assert str(e.value) == "not a regular file but a folder: a thing is read only from a regular file"
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "nope", 9, "a thing")
+
+
+def test_read_at_most_reads_the_rest_or_one_byte_over_the_cap(tmp_path: Path) -> None:
+    file = tmp_path / "a.json"
+    file.write_bytes(b"x" * 10)
+    with file.open("rb") as f, file.open("ab") as grow:
+        f.read(4)
+        grow.write(b"y" * 5)  # after it was opened: the rest is what it holds now
+        grow.flush()
+        assert read_at_most(f, 100) == b"x" * 6 + b"y" * 5
+    with file.open("rb") as f:
+        assert read_at_most(f, 3) == b"xxxx"  # one byte over: the caller can tell
+
+
+def test_a_file_written_over_a_link_to_a_device_gets_the_umasks_mode(tmp_path: Path) -> None:
+    entry = hostile(tmp_path / "entry", "zero")
+    write_atomic(entry, b"fresh")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert not entry.is_symlink() and entry.read_bytes() == b"fresh"
+    assert entry.stat().st_mode & 0o777 == 0o666 & ~mask  # not /dev/zero's 0666
