@@ -253,7 +253,7 @@ def test_report_rerenders_the_html_and_prints_the_summary(
     first = html.read_text(encoding="utf-8")
     html.unlink()
     capsys.readouterr()
-    assert cli("report", "run/results.json") == 0
+    assert cli("report", "run/results.json") == 1  # as the run's pytest: its gate failed
     assert html.read_text(encoding="utf-8") == first
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("12 trials of 3 tasks: 10 passed, 2 failed, 0 errored")
@@ -267,7 +267,7 @@ def test_report_rerenders_the_html_and_prints_the_summary(
         f"sandtable: report in {Path('run') / 'report.html'}",
         *doc["gate"]["lines"],
     ]
-    assert cli("report", "run", "-o", "elsewhere") == 0
+    assert cli("report", "run", "-o", "elsewhere") == 1
     assert (shop.path / "elsewhere" / "report.html").read_text(encoding="utf-8") == first
 
 
@@ -284,7 +284,7 @@ def test_a_closed_pipe_ends_the_output_quietly(shop: pytest.Pytester, command: s
     err = proc.stderr.read().decode()
     code = proc.wait(timeout=60)
     assert err == ""
-    assert code == (1 if command == "merge" else 0)  # what it would have been: trials failed
+    assert code == 1  # what it would have been: trials failed
     assert (shop.path / ("merged" if command == "merge" else "a") / "report.html").is_file()
     # and through a shell pipe, as users type it
     shell = subprocess.run(f"{sys.executable} -m pytest_sandtable {' '.join(argv)} | head -1", shell=True,
@@ -302,7 +302,7 @@ def test_the_commands_are_on_the_module_command_line(shop: pytest.Pytester) -> N
     shard(shop, "run")
     proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "report", "run"], cwd=shop.path,
                           capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # as the run's pytest: trials failed
     assert "sandtable: report in run" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "merge", "--help"], cwd=shop.path,
                           capture_output=True, text=True, check=False)

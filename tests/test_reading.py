@@ -77,10 +77,15 @@ def test_another_layout_is_read_whole_to_the_same_trials(tmp_path: Path, indent:
     assert_same(stored, whole, file)
 
 
-def test_a_byte_order_mark_is_refused_as_read_results_refuses_it(tmp_path: Path) -> None:
-    file = make_run(tmp_path) / "results.json"
+def test_a_byte_order_mark_is_read_past_by_read_results(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    doc = read_results(run)
+    file = run / "results.json"
     file.write_bytes(b"\xef\xbb\xbf" + file.read_bytes())
-    assert the_error(file).startswith(f"{file}: not valid JSON: Unexpected UTF-8 BOM")
+    stored, whole = stored_as_read(file)
+    assert not stored.streamed
+    assert_same(stored, whole, file)
+    assert whole == doc
 
 
 def test_a_trial_that_breaks_the_schema_is_named_with_its_field(tmp_path: Path) -> None:

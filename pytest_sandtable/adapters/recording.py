@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..domain.files import write_atomic
+from ..domain.files import FileRefused, read_regular, write_atomic
 
 MODES = ("none", "once", "new_episodes", "all")
 """The values of ``--sandtable-record``, as vcrpy and pytest-recording name them."""
@@ -48,6 +48,10 @@ SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "proxy-authorization"
 """Request headers whose values never reach a recording, wherever else they appear."""
 _SECRET_PARAM = ("key", "token", "secret", "sig", "auth", "pass")
 _DROPPED_RESPONSE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+MAX_FILE_BYTES = 512 * 2**20
+"""The largest recording file read: one task's trials, every request and answer of
+each (a few hundred KB a trial). Nothing is read of a bigger one, nor of one that is
+not a regular file (a named pipe, ``/dev/zero``)."""
 MISS_STATUS = 412
 """The status of the answer to a request with no recording: a 4xx that no adapter retries
 or answers by changing the request (as it may for 400, 404 and 422)."""
@@ -429,18 +433,23 @@ def _remember(path: Path, doc: dict[str, Any]) -> None:
 
 
 def read_file(path: Path, shown: str, domain: str, task: str) -> dict[str, Any] | None:
-    """A task's recording file, checked; None when there is none."""
+    """A task's recording file, checked; None when there is none. Only a regular file of
+    at most :data:`MAX_FILE_BYTES` is read."""
+    again = "delete it, or record it again with --sandtable-record=all"
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_FILE_BYTES, "a recording").decode("utf-8")
     except FileNotFoundError:
         return None
+    except FileRefused as e:
+        raise RecordingError(f"{shown}: cannot read the recording: {e}; {again}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise RecordingError(f"{shown}: cannot read the recording: {e}") from None
     try:
         doc = json.loads(text)
-    except ValueError as e:
-        raise RecordingError(f"{shown}: not a recording: invalid JSON ({e}); "
-                             f"delete it, or record it again with --sandtable-record=all") from None
+    except ValueError as e:  # also an integer of more digits than Python reads
+        raise RecordingError(f"{shown}: not a recording: invalid JSON ({e}); {again}") from None
+    except RecursionError:
+        raise RecordingError(f"{shown}: not a recording: nested too deeply to read; {again}") from None
     problem = _shape_problem(doc, domain, task)
     if problem:
         raise RecordingError(f"{shown}: {problem}")

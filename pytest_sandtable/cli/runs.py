@@ -5,7 +5,9 @@ the results of shards (a CI matrix that ran a share of the trials each, or sever
 hosts) into one results.json and report.html, with pass^k over all their trials.
 
 ``python -m pytest_sandtable report results.json [-o DIR]`` writes report.html anew
-from a results.json and prints the terminal summary.
+from a results.json and prints the terminal summary; it exits as the pytest run that
+wrote the file did (1 when its gate failed, or without a gate when a trial failed or
+errored), and warns when the recorded summary does not count the file's trials.
 
 Both exit 2 for a bad or mismatched file, with one clear line saying which file and what.
 Output cut short by a closed pipe (``... | head -1``) ends quietly: the files are
@@ -58,7 +60,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "report",
         help="re-render report.html from a results.json and print its summary",
         description="Write report.html anew from a results.json (beside it, or into DIR) and print the "
-        "terminal summary and the gate's outcome as recorded.",
+        "terminal summary and the gate's outcome as recorded. Exit as the pytest run that wrote it: 1 when its "
+        "gate failed (critical tasks and domain files that did not load are always checked), or without a "
+        "gate when a trial failed or errored; 2 for a file that cannot be read; else 0.",
     )
     report.add_argument("file", metavar="RESULTS", help="a results.json, or a run folder holding one")
     report.add_argument("-o", "--out", metavar="DIR", help="where report.html goes (default: beside the results.json)")
@@ -181,8 +185,9 @@ def _merge_exit_code(doc: Mapping[str, Any]) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """``report``: write report.html anew and print the summary as recorded."""
-    from ..report.results_json import ResultsError, read_results, write_report
+    """``report``: write report.html anew, print the summary as recorded (with a warning
+    when it does not count the file's trials) and exit as the run's pytest did."""
+    from ..report.results_json import RESULTS_FILE, ResultsError, read_results, write_report
 
     try:
         doc = read_results(args.file)
@@ -194,5 +199,50 @@ def _report(args: argparse.Namespace) -> int:
         path = write_report(doc, out)
     except OSError as e:
         return _err(f"cannot write report.html: {e}")
+    mismatch = _summary_mismatch(doc)
+    if mismatch:
+        print(f"warning: {src / RESULTS_FILE if src.is_dir() else src}: {mismatch}", file=sys.stderr)
     _out(_summary_lines(doc, f"sandtable: report in {path}", args.all_tasks))
-    return EXIT_OK
+    return _report_exit_code(doc)
+
+
+_COUNTED = ("passed", "failed", "errored")
+
+
+def _counts(trials: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """``trials`` and each verdict's count among the stored trials, as summarize counts them."""
+    counts = dict.fromkeys(("trials", *_COUNTED), 0)
+    for t in trials:
+        counts["trials"] += 1
+        counts[t["verdict"]] += 1  # the schema allows only the three verdicts
+    return counts
+
+
+def _counts_text(c: Mapping[str, int]) -> str:
+    from ..report.fmt import plural
+
+    return f"{plural(c['trials'], 'trial')} ({', '.join(f'{c[v]} {v}' for v in _COUNTED)})"
+
+
+def _summary_mismatch(doc: Mapping[str, Any]) -> str | None:
+    """What is wrong when the recorded summary does not count the file's trials (a file
+    edited by hand or by another tool), or None."""
+    held = _counts(doc["trials"])
+    said = {key: doc["summary"][key] for key in held}
+    if said == held:
+        return None
+    return (f"the summary does not match the trials: it counts {_counts_text(said)}, the file holds "
+            f"{_counts_text(held)}; the summary below is as recorded, the exit status is the trials'")
+
+
+def _report_exit_code(doc: Mapping[str, Any]) -> int:
+    """The exit status of the pytest run that wrote ``doc`` (plugin/artifacts.py): with a
+    gate, its verdict; without one, 1 when a trial failed or errored (its test failed),
+    or when a check that applies without a gate failed (a critical task's trial did not
+    pass, a domain file did not load, the run stopped early). The trials are counted
+    from the file, not taken from its summary."""
+    gate = doc["gate"]
+    if gate["set"]:
+        return EXIT_OK if gate["passed"] else EXIT_GATE_FAILED
+    counts = _counts(doc["trials"])
+    return EXIT_GATE_FAILED if (counts["failed"] or counts["errored"] or not gate["passed"]) else EXIT_OK

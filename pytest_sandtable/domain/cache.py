@@ -16,7 +16,9 @@ developing it gets a new entry, never a stale one.
 
 Safety. The cache never changes what a run does: a missing, partial, corrupt or
 foreign entry is ignored and the file is loaded as always (and the entry written
-again); a cache folder that cannot be created or written means no cache, never an
+again, over it); so is an entry that is not a regular file (a named pipe, a link to
+``/dev/zero``) or is bigger than :data:`MAX_ENTRY_BYTES`, of which nothing is
+read; a cache folder that cannot be created or written means no cache, never an
 error; a file with problems is never cached (every process words its problems, as
 before). Entries are written whole (a temporary file, then a rename), carry a sha256
 of their payload, and are unpickled by an unpickler that resolves only this
@@ -45,13 +47,21 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import model
-from .files import write_atomic
+from .files import open_regular, read_at_most, read_regular, write_atomic
 from .model import Domain
 
 # The loader (YAML, jsonschema, the checks: about 0.15-0.3 s to import) is imported
 # only on a miss: a hit needs none of it.
 
-__all__ = ["ENTRY_FORMAT", "MAX_CACHED_BYTES", "MAX_ENTRIES", "MIN_CACHED_BYTES", "entry_name", "load_domain_cached"]
+__all__ = [
+    "ENTRY_FORMAT",
+    "MAX_CACHED_BYTES",
+    "MAX_ENTRIES",
+    "MAX_ENTRY_BYTES",
+    "MIN_CACHED_BYTES",
+    "entry_name",
+    "load_domain_cached",
+]
 
 # Raise when the entry's layout or the meaning of its payload changes.
 ENTRY_FORMAT = 1
@@ -60,6 +70,9 @@ MIN_CACHED_BYTES = 64 * 1024
 # Larger files are not hashed (a wrong path to a disk image costs nothing); they go
 # straight to the loader, whose own limit (the same size today) refuses them.
 MAX_CACHED_BYTES = 64 * 1024 * 1024
+# The largest entry read or written: a built domain pickles to about as many bytes as its
+# file (τ-bench airline: 3.8 MB), and the file is at most MAX_CACHED_BYTES.
+MAX_ENTRY_BYTES = 8 * MAX_CACHED_BYTES
 # Entries kept; the least recently used go when a new one is written (each edit of a
 # big file makes a new entry).
 MAX_ENTRIES = 32
@@ -115,12 +128,11 @@ def _bytes_to_key(path: Path) -> bytes | None:
     :data:`MAX_CACHED_BYTES` (told by its size before reading). None otherwise, and
     when it cannot be read: the loader then words what is wrong, as without a cache."""
     try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if not MIN_CACHED_BYTES <= size <= MAX_CACHED_BYTES:
+        with open_regular(path, MAX_CACHED_BYTES, "a cached domain file") as f:  # a named pipe: not opened to wait
+            if os.fstat(f.fileno()).st_size < MIN_CACHED_BYTES:
                 return None
-            raw = f.read(MAX_CACHED_BYTES + 1)
-    except OSError:
+            raw = read_at_most(f, MAX_CACHED_BYTES)
+    except OSError:  # FileRefused too
         return None
     return raw if len(raw) <= MAX_CACHED_BYTES else None
 
@@ -164,10 +176,11 @@ def _model_classes() -> dict[str, type]:
 
 def _read_entry(entry: Path, file_sha: str) -> Domain | None:
     """The Domain in ``entry``, or None when there is none or it is not whole, not ours,
-    or not of this file: such an entry is simply rebuilt."""
+    or not of this file: such an entry is simply rebuilt. Nothing is read of an entry
+    that is not a regular file or is over :data:`MAX_ENTRY_BYTES`."""
     try:
-        data = entry.read_bytes()
-    except OSError:
+        data = read_regular(entry, MAX_ENTRY_BYTES, "a domain cache entry")
+    except (OSError, MemoryError):  # FileRefused too: a miss
         return None
     head = len(_MAGIC) + _DIGEST
     if not data.startswith(_MAGIC) or len(data) <= head:
@@ -207,6 +220,8 @@ def _write_entry(entry: Path, domain: Domain) -> None:
     folder, a full disk) leaves the cache as it was."""
     try:
         payload = pickle.dumps(domain, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(payload) + len(_MAGIC) + _DIGEST > MAX_ENTRY_BYTES:
+            return  # it would never be read
         entry.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(entry, _MAGIC + hashlib.sha256(payload).digest() + payload)
         _prune(entry.parent)

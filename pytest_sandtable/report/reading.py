@@ -26,7 +26,14 @@ again, one at a time, as often as asked.
 Any other layout (a file pretty-printed or rewritten by another tool, trials spread
 over several lines, a byte-order mark), and any file that fails a check, is read whole
 by ``read_results`` instead: the same document, and the same error naming the file and
-the field, as ever, at the memory cost of the whole file.
+the field, as ever, at the memory cost of the whole file (at most
+:data:`~pytest_sandtable.report.results_json.MAX_RESULTS_BYTES`).
+
+Only a regular file is read: a named pipe, a device (``/dev/zero``) or a folder is
+refused before anything is read (:func:`~pytest_sandtable.domain.files.open_regular`).
+A file read a trial at a time has no cap on its size, but no line of it is read past
+:data:`MAX_LINE_BYTES` (the lines before ``"trials"``, past ``_HEAD_MAX`` together):
+a longer one sends the file to ``read_results``, which reads it whole within its cap.
 """
 
 from __future__ import annotations
@@ -41,9 +48,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from .results_json import RESULTS_FILE, SCHEMA_VERSION, ResultsError, _schema, read_results, validate_results
+from ..domain.files import FileRefused, open_regular, read_at_most
+from .results_json import (
+    MAX_RESULTS_BYTES,
+    RESULTS_FILE,
+    SCHEMA_VERSION,
+    ResultsError,
+    _schema,
+    read_results,
+    validate_results,
+)
 
-__all__ = ["StoredRun", "open_results"]
+__all__ = ["MAX_LINE_BYTES", "StoredRun", "open_results"]
 
 _TRIALS = b' "trials": [\n'  # write_run's line before the first trial
 _NO_TRIALS = b' "trials": [],\n'  # ... or in place of them all
@@ -51,6 +67,9 @@ _TRIAL = b"  {"  # how a trial line starts
 _LAST = (b" ],\n", b" ]\n")  # the line after the last trial: more keys follow, or none
 _PLACE = b"[trials of results.json read one at a time]"  # stands for them in the document parsed without them
 _HEAD_MAX = 16 * 2**20  # bytes before "trials" beyond which a file is not in write_run's layout
+MAX_LINE_BYTES = 256 * 2**20
+"""The longest line of a results.json read a trial at a time (a trial's line: its
+strings and values are clipped when stored, so a real one is far shorter)."""
 _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 
 
@@ -137,7 +156,9 @@ def open_results(path: str | os.PathLike[str]) -> StoredRun:
     if p.is_dir():
         p = p / RESULTS_FILE
     try:
-        f = p.open("rb")
+        f = open_regular(p, None, "a results.json")
+    except FileRefused as e:  # a named pipe, a device: nothing of it is read
+        raise ResultsError(p, e.problem) from None
     except OSError:
         return _whole(path, p)  # read_results words why: no such file, cannot read it
     try:
@@ -191,7 +212,9 @@ def _scan(f: IO[bytes]) -> tuple[dict[str, Any], array[int], str]:
     check = _trial_check(_relaxed(head))
     spans: array[int] = array("q")
     closing = _trial_lines(f, len(head) + len(marker), digest, spans, check) if marker == _TRIALS else b""
-    rest = f.read()
+    rest = read_at_most(f, MAX_RESULTS_BYTES)
+    if len(rest) > MAX_RESULTS_BYTES:
+        raise _NotStreamable  # read_results refuses it, naming its size
     digest.update(rest)
     glue = b' "trials": "' + _PLACE + (b'",\n' if marker == _NO_TRIALS or closing == _LAST[0] else b'"\n')
     doc = _parsed(head + glue + rest)
@@ -209,14 +232,14 @@ def _parsed(raw: bytes) -> Any:
     """JSON of UTF-8 bytes, decoded strictly as ``read_results`` decodes the file."""
     try:
         return json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, MemoryError):
         raise _NotStreamable from None
 
 
 def _head(f: IO[bytes], digest: Any) -> tuple[bytes, bytes]:
     """The lines before the ``"trials"`` line, and that line."""
     head = bytearray()
-    for line in f:
+    for line in _lines(f, _HEAD_MAX):
         digest.update(line)
         if line in (_TRIALS, _NO_TRIALS):
             return bytes(head), line
@@ -243,7 +266,7 @@ def _trial_lines(f: IO[bytes], offset: int, digest: Any, spans: array[int],
     where it is; returns the line that closes the list. Every trial but the last ends
     with a comma."""
     comma = True
-    for line in f:
+    for line in _lines(f, MAX_LINE_BYTES):
         digest.update(line)
         if line in _LAST and not comma:
             return line
@@ -256,6 +279,15 @@ def _trial_lines(f: IO[bytes], offset: int, digest: Any, spans: array[int],
         spans.append(len(body))
         offset += len(line)
     raise _NotStreamable
+
+
+def _lines(f: IO[bytes], most: int) -> Iterator[bytes]:
+    """The file's lines from where it is, none read past ``most`` bytes: a longer one (a
+    file of no newlines) is not write_run's layout."""
+    while line := f.readline(most + 1):
+        if len(line) > most:
+            raise _NotStreamable
+        yield line
 
 
 @lru_cache(maxsize=2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +27,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ..domain.files import write_atomic
+from ..domain.files import FileRefused, read_regular, write_atomic
 from ..engine.redact import public_url
 from ..engine.results import TrialResult
 from .fmt import clip, plural
@@ -45,6 +46,7 @@ from .spool import SpooledTrials, TrialSpool
 from .types import Gate, Options, Results, Run, StoredTrial, Summary, TaskVerdict
 
 __all__ = [
+    "MAX_RESULTS_BYTES",
     "REDACTED",
     "REPORT_FILE",
     "RESULTS_FILE",
@@ -55,6 +57,7 @@ __all__ = [
     "build_spooled",
     "default_run_dir",
     "iso_utc",
+    "parse_results_text",
     "read_results",
     "results_schema",
     "safe_url",
@@ -550,30 +553,68 @@ def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -
         )
 
 
+MAX_RESULTS_BYTES = 4 * 2**30
+"""The largest results.json read whole (``report``, ``merge``, ``--sandtable-baseline``,
+and a file not in the writer's layout): a run of 20,000 trials writes a few hundred MB.
+A file in the writer's layout read a trial at a time (``regrade``, ``compare``) has no
+cap on its whole but one on each line (:data:`~pytest_sandtable.report.reading.MAX_LINE_BYTES`)."""
+_WHAT = "a results.json"
+
+
 def read_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a results.json (a folder means its results.json).
 
     Raises :class:`ResultsError` (never another exception) for a missing, unreadable,
-    malformed, newer-major or schema-violating file.
+    malformed, newer-major or schema-violating file, and for anything but a regular file
+    of at most :data:`MAX_RESULTS_BYTES` (a named pipe, ``/dev/zero``: nothing of it is
+    read). A UTF-8 byte-order mark at the start is read past.
     """
     p = Path(path)
     if p.is_dir():
         p = p / RESULTS_FILE
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_regular(p, MAX_RESULTS_BYTES, _WHAT).decode("utf-8-sig")
     except FileNotFoundError:
         raise ResultsError(p, "no such file") from None
     except UnicodeDecodeError:
         raise ResultsError(p, "not a results.json: the file is not UTF-8 text") from None
+    except FileRefused as e:
+        raise ResultsError(p, e.problem) from None
     except OSError as e:
         raise ResultsError(p, f"cannot read it: {e.strerror or e}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        hint = " (the file is empty)" if not text.strip() else ""
-        raise ResultsError(p, f"not valid JSON{hint}: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except RecursionError:
-        raise ResultsError(p, "not a results.json: nested too deeply") from None
+    except MemoryError:
+        raise ResultsError(p, "too big to read into this machine's memory") from None
+    data = parse_results_text(text, p)
     validate_results(data, p)
     result: dict[str, Any] = data
     return result
+
+
+def parse_results_text(text: str, file: str | os.PathLike[str]) -> Any:
+    """The JSON of a results.json's text; :class:`ResultsError` naming ``file`` (and the
+    line, where there is one) for text that is not JSON, is nested too deeply, holds an
+    integer longer than Python reads (4,300 digits), or needs more memory than there is."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        hint = " (the file is empty)" if not text.strip() else ""
+        raise ResultsError(file, f"not valid JSON{hint}: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError:  # int() of more digits than sys.get_int_max_str_digits()
+        raise ResultsError(file, f"not a results.json: {_long_integer(text)}") from None
+    except RecursionError:
+        raise ResultsError(file, "not a results.json: nested too deeply") from None
+    except MemoryError:
+        raise ResultsError(file, "too big to read into this machine's memory") from None
+
+
+def _long_integer(text: str) -> str:
+    """Where the integer json.loads refused is: ``an integer of 5,000 digits at line 12
+    column 30 (Python reads at most 4,300)``."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    m = re.search(rf"(?<![\w.\"\\])-?(\d{{{limit + 1},}})(?![\d.eE\"])", text)
+    most = f"(Python reads at most {limit:,})"
+    if m is None:
+        return f"an integer of more than {limit:,} digits {most}"
+    line = text.count("\n", 0, m.start()) + 1
+    column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return f"an integer of {len(m.group(1)):,} digits at line {line} column {column} {most}"
