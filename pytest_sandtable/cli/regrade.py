@@ -38,7 +38,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     cmd.add_argument("file", metavar="RESULTS", help="a results.json, or a run folder holding one")
     cmd.add_argument("domains", nargs="*", metavar="DOMAIN",
                      help="an edited domain file, used for the run's domain of the same name "
-                          "(default: the files the run names, relative to the current directory)")
+                          "(default: the files the run names, found in the current directory, the run's rootdir "
+                          "or the run folder)")
     cmd.add_argument("-o", "--out", metavar="DIR", required=True,
                      help="where the regraded results.json and report.html go")
     cmd.add_argument("--prices", metavar="FILE", default=None,
@@ -53,14 +54,14 @@ def _regrade(args: argparse.Namespace) -> int:
     spool), so memory does not grow with them."""
     from ..report.prices import PricesError
     from ..report.reading import open_results
-    from ..report.regrade import RegradeError, domain_files, regrade_run
+    from ..report.regrade import RegradeError, domain_files, regrade_run, search_folders
     from ..report.results_json import ResultsError
     from ..report.safe import scrub_text, secret_values
 
     try:
         prices = _prices(args.prices)
         with open_results(args.file) as stored:
-            files = domain_files(stored.doc, args.file, args.domains, Path.cwd())
+            files = domain_files(stored.doc, args.file, args.domains, search_folders(stored.path))
             regraded = regrade_run(stored, files, prices=prices, spool_in=_existing_folder(Path(args.out)))
     except PricesError as e:
         return _err(f"--prices: {e}")
