@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,28 @@ def test_an_edited_copy_in_another_folder_is_graded_with_its_own_handler_module(
     assert out[0] == "sandtable: regraded 2 trials of shop against sandtable.yaml: no verdict changed"
     trials = read_results(copy / "regraded")["trials"]
     assert [t["diff"]["changed"][0]["fields"]["note"] for t in trials] == [{"before": "", "after": "by the copy"}] * 2
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_file_edited_in_place_is_regraded_from_another_folder_with_the_original_from_git(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    run = project / ".sandtable" / "runs" / "20260301T093012Z-desk"
+    run.parent.mkdir(parents=True)
+    shutil.move(make_run(project), run)  # where pytest writes a run
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "sandtable.yaml"], ["commit", "-qm", "desk"]):
+        subprocess.run([*git, *args], cwd=project, check=True)
+    edited = DOMAIN.replace("    arg: rate\n", "    arg: rate\n    soft: true\n")
+    (project / "sandtable.yaml").write_text(edited, encoding="utf-8")
+    monkeypatch.chdir(elsewhere)
+    code, out, err = regrade(capsys, str(run), "-o", "regraded")
+    assert (code, err) == (1, [])  # trial 3 still fails
+    assert out[0] == (f"sandtable: regraded 3 trials of desk against {project / 'sandtable.yaml'}: "
+                      "1 verdict changed (1 failed → passed)")
 
 
 def _run_naming(folder: Path, path: str) -> Path:
