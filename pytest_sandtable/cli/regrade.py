@@ -29,8 +29,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "regrade",
         help="grade a run's stored trials again against edited domain files (no agent, no model)",
         description="Replay the stored tool calls of every trial of a results.json against the edited "
-        "domain files (by default those the run names, here) and grade them with their expectations and rules, "
-        "without calling any agent or model. Refuses (exit 2, one line per reason, nothing written) when what "
+        "domain files (by default those the run names, found here, in the run's rootdir or in the run folder) "
+        "and grade them with their expectations and rules, without calling any agent or model. "
+        "Refuses (exit 2, one line per reason, nothing written) when what "
         "the agent or the simulated user was given changed: description, policy, tools, the world, a task's "
         "given, user or max_turns. Exit 1 when a gate of the run fails or (without one) a regraded trial "
         "failed or errored, else 0.",

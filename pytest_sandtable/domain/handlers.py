@@ -4,8 +4,10 @@ A tool may say ``handler: module:function`` in place of ``ops``. The module is i
 while the file is loaded (so a handler that cannot be imported is a problem with a line,
 like any other, never a traceback during a run), with the domain file's folder searched
 first: ``DIR/sandtable.yaml`` and ``DIR/my_handlers.py`` work with nothing on
-``sys.path``. Importing it runs its code: a domain with handlers is code, like a
-``conftest.py``.
+``sys.path``. Two domain folders may each have a handler module of one name (an
+edited copy of a domain next to its own ``handlers.py``, as ``regrade`` loads it beside
+the file the run used): each is imported from its own folder. Importing it runs its
+code: a domain with handlers is code, like a ``conftest.py``.
 
 The model keeps only the ``module:function`` text (a built domain is pickled by
 :mod:`.cache`, whose unpickler resolves nothing but model classes); the engine resolves
