@@ -105,8 +105,8 @@ def test_planted_runs_flag_the_drop_from_8_of_8_to_2_of_8_and_not_4_of_8_to_3_of
     assert lines[1] == "regression: task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 < 0.05)"
     # only the task that changed is listed; 4/8 -> 3/8 is counted among the unchanged
     table = [re.split(r"\s{2,}", line) for line in lines[3:6]]
-    assert table[0] == ["task", "before", "after", "change", "p drop", "p rise", "beyond chance"]
-    assert table[2] == ["book-happy-path", "8/8", "2/8", "newly flaky", "0.0035", "1", "regressed"]
+    assert table[0] == ["task", "before", "after", "change", "p drop", "p rise", "beyond chance", "regression"]
+    assert table[2] == ["book-happy-path", "8/8", "2/8", "newly flaky", "0.0035", "1", "regressed", "beyond chance"]
     assert lines[6] == "2 tasks unchanged (still flaky 1, still passing 1)"
 
 
@@ -222,7 +222,7 @@ def test_markdown_for_a_pull_request_and_the_step_summary(
     lines = out.splitlines()
     assert lines[0] == "## sandtable: regression"
     assert lines[2] == "❌ **regression: task book-happy-path regressed from 8/8 to 2/8 (p=0.0035 &lt; 0.05)**"
-    assert "| book-happy-path | 8/8 | 2/8 | newly flaky | 0.0035 | 1 | regressed |" in [
+    assert "| book-happy-path | 8/8 | 2/8 | newly flaky | 0.0035 | 1 | regressed | beyond chance |" in [
         re.sub(r" +", " ", line) for line in lines]
     assert lines.count("<details>") == lines.count("</details>") >= 3
     assert "<summary>pass^j overall and by tag</summary>" in lines

@@ -244,9 +244,10 @@ def test_a_file_edited_in_place_needs_the_original(here: Path, capsys: pytest.Ca
     sha = read_results(run)["run"]["domains"][0]["sha256"]
     edited(here, "    arg: rate\n", "    arg: rate\n    soft: true\n", name="sandtable.yaml")
     assert regrade(capsys, "run", "-o", "regraded")[::2] == (2, [
-        f"error: cannot regrade desk: the domain file the run used (sha256 {sha[:12]}) is neither at "
-        "sandtable.yaml nor in its git history, so what the agent was given cannot be compared: put it back "
-        "there and give the edited file as an argument",
+        f"error: cannot regrade desk: sandtable.yaml is not the domain file the run used (sha256 {sha[:12]}) and "
+        "no git history holds that one, so what the agent was given cannot be compared: save the edit as a copy, "
+        "put the file the run used back at sandtable.yaml (or in git), and regrade with the copy: "
+        "regrade run COPY.yaml -o DIR",
     ])
 
 
@@ -304,8 +305,8 @@ def test_a_missing_domain_file(here: Path, capsys: pytest.CaptureFixture[str]) -
     make_run(here)
     (here / "sandtable.yaml").unlink()
     assert regrade(capsys, "run", "-o", "regraded") == (2, [], [
-        "error: sandtable.yaml: no such file (the domain file of 'desk' that run names; give the edited file "
-        "as an argument)",
+        "error: sandtable.yaml: no such file in the current directory or run (the domain file of 'desk' that run "
+        "names; give the edited file as an argument)",
     ])
     assert regrade(capsys, "run", "gone.yaml", "-o", "regraded") == (2, [], ["error: gone.yaml: no such file"])
 

@@ -29,8 +29,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
         "regrade",
         help="grade a run's stored trials again against edited domain files (no agent, no model)",
         description="Replay the stored tool calls of every trial of a results.json against the edited "
-        "domain files (by default those the run names, here) and grade them with their expectations and rules, "
-        "without calling any agent or model. Refuses (exit 2, one line per reason, nothing written) when what "
+        "domain files (by default those the run names, found here, in the run's rootdir or in the run folder) "
+        "and grade them with their expectations and rules, without calling any agent or model. "
+        "Refuses (exit 2, one line per reason, nothing written) when what "
         "the agent or the simulated user was given changed: description, policy, tools, the world, a task's "
         "given, user or max_turns. Exit 1 when a gate of the run fails or (without one) a regraded trial "
         "failed or errored, else 0.",
@@ -38,7 +39,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     cmd.add_argument("file", metavar="RESULTS", help="a results.json, or a run folder holding one")
     cmd.add_argument("domains", nargs="*", metavar="DOMAIN",
                      help="an edited domain file, used for the run's domain of the same name "
-                          "(default: the files the run names, relative to the current directory)")
+                          "(default: the files the run names, found in the current directory, the run's rootdir "
+                          "or the run folder)")
     cmd.add_argument("-o", "--out", metavar="DIR", required=True,
                      help="where the regraded results.json and report.html go")
     cmd.add_argument("--prices", metavar="FILE", default=None,
@@ -53,14 +55,14 @@ def _regrade(args: argparse.Namespace) -> int:
     spool), so memory does not grow with them."""
     from ..report.prices import PricesError
     from ..report.reading import open_results
-    from ..report.regrade import RegradeError, domain_files, regrade_run
+    from ..report.regrade import RegradeError, domain_files, regrade_run, search_folders
     from ..report.results_json import ResultsError
     from ..report.safe import scrub_text, secret_values
 
     try:
         prices = _prices(args.prices)
         with open_results(args.file) as stored:
-            files = domain_files(stored.doc, args.file, args.domains, Path.cwd())
+            files = domain_files(stored.doc, args.file, args.domains, search_folders(stored.path))
             regraded = regrade_run(stored, files, prices=prices, spool_in=_existing_folder(Path(args.out)))
     except PricesError as e:
         return _err(f"--prices: {e}")

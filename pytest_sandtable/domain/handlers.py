@@ -4,8 +4,10 @@ A tool may say ``handler: module:function`` in place of ``ops``. The module is i
 while the file is loaded (so a handler that cannot be imported is a problem with a line,
 like any other, never a traceback during a run), with the domain file's folder searched
 first: ``DIR/sandtable.yaml`` and ``DIR/my_handlers.py`` work with nothing on
-``sys.path``. Importing it runs its code: a domain with handlers is code, like a
-``conftest.py``.
+``sys.path``. Two domain folders may each have a handler module of one name (an
+edited copy of a domain next to its own ``handlers.py``, as ``regrade`` loads it beside
+the file the run used): each is imported from its own folder. Importing it runs its
+code: a domain with handlers is code, like a ``conftest.py``.
 
 The model keeps only the ``module:function`` text (a built domain is pickled by
 :mod:`.cache`, whose unpickler resolves nothing but model classes); the engine resolves
@@ -30,6 +32,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from datetime import datetime
+from types import ModuleType
 from typing import Any
 
 from .errors import PathTuple, Problem
@@ -164,15 +167,24 @@ def _check_signature(fn: Callable[..., Any], spec: str) -> None:
 
 def _import(mod_name: str, spec: str, folder: str | None) -> Any:
     """Import ``mod_name`` with ``folder`` first on ``sys.path`` while it imports (the
-    folder is not left there: what a handler module imports, it imports at its top)."""
+    folder is not left there: what a handler module imports, it imports at its top).
+    When another domain folder's handler module of the same name is imported (an edited
+    copy of a domain next to the original, as ``regrade`` loads them), it is set aside
+    while this folder's is imported, and put back after: each folder's module is its
+    own, kept in :data:`_HELD`."""
     top = mod_name.split(".", 1)[0]
-    _check_not_shadowed(top, mod_name, folder)
+    aside = _set_aside(top, folder)
+    if aside is None:
+        _check_not_shadowed(top, mod_name, folder)
     added = folder is not None and folder not in sys.path
     if added:
         sys.path.insert(0, folder)  # type: ignore[arg-type]
     try:
         importlib.invalidate_caches()  # a module written since the last import (an importer's output)
-        return importlib.import_module(mod_name)
+        module = importlib.import_module(mod_name)
+        if folder is not None and _imported_from(sys.modules.get(top), top, folder):
+            _HELD[(folder, top)] = _modules(top)
+        return module
     except SyntaxError as e:
         where = f" ({_shown_path(e.filename or '?', folder)}, line {e.lineno})" if e.lineno else ""
         raise HandlerImportError(
@@ -192,18 +204,57 @@ def _import(mod_name: str, spec: str, folder: str | None) -> Any:
         if added:
             with suppress(ValueError):  # the module took it off itself
                 sys.path.remove(folder)  # type: ignore[arg-type]
+        if aside is not None:  # this folder's modules back in _HELD only, the other folder's in sys.modules
+            for name in _modules(top):
+                del sys.modules[name]
+            sys.modules.update(aside)
+
+
+# (domain folder, top-level name) -> the handler module imported from that folder and its
+# submodules, by their names in sys.modules
+_HELD: dict[tuple[str, str], dict[str, ModuleType]] = {}
+
+
+def _modules(top: str) -> dict[str, ModuleType]:
+    return {n: m for n, m in sys.modules.items() if n == top or n.startswith(top + ".")}
+
+
+def _own_files(folder: str, top: str) -> list[str]:
+    return [p for p in (os.path.join(folder, top + ".py"), os.path.join(folder, top, "__init__.py"))
+            if os.path.isfile(p)]
+
+
+def _imported_from(module: ModuleType | None, top: str, folder: str) -> bool:
+    loaded = getattr(module, "__file__", None)
+    return loaded is not None and os.path.dirname(os.path.abspath(loaded)) in (folder, os.path.join(folder, top))
+
+
+def _set_aside(top: str, folder: str | None) -> dict[str, ModuleType] | None:
+    """When ``sys.modules[top]`` is another domain folder's handler module and ``folder``
+    has its own: that one's modules taken out of sys.modules (returned, to be put back)
+    and this folder's, if imported before, put in. None otherwise."""
+    loaded = sys.modules.get(top)
+    if folder is None or loaded is None or not _own_files(folder, top):
+        return None
+    if not any(t == top and f != folder and held.get(top) is loaded for (f, t), held in _HELD.items()):
+        return None
+    aside = _modules(top)
+    for name in aside:
+        del sys.modules[name]
+    sys.modules.update(_HELD.get((folder, top), {}))
+    return aside
 
 
 def _check_not_shadowed(top: str, mod_name: str, folder: str | None) -> None:
-    """A module of the same name imported from elsewhere (another domain's handlers, or a
-    module of Python's own) would be used in place of the domain folder's: say so."""
+    """A module of the same name imported from elsewhere (a module of Python's own, or
+    one imported from sys.path) would be used in place of the domain folder's: say so."""
     if folder is None or top not in sys.modules:
         return
     here = [os.path.join(folder, top + ".py"), os.path.join(folder, top, "__init__.py")]
-    if not any(os.path.isfile(p) for p in here):
+    if not _own_files(folder, top):
         return
     loaded = getattr(sys.modules[top], "__file__", None)
-    if loaded is not None and os.path.dirname(os.path.abspath(loaded)) in (folder, os.path.join(folder, top)):
+    if _imported_from(sys.modules[top], top, folder):
         return
     raise HandlerImportError(
         f"module '{clip(top)}' is already imported from {loaded or 'a built-in module'}, so the domain "

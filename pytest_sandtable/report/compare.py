@@ -78,6 +78,8 @@ _CHANGES: Mapping[tuple[str, str], str] = {
 _UNCHANGED = frozenset({"still passing", "still flaky", "still failing"})
 ADDED, REMOVED, NOT_GRADED = "added", "removed", "not graded"
 REGRESSED, IMPROVED = "regressed", "improved"
+# why the regression rule counts a task (TaskChange.regression)
+BEYOND_CHANCE, CRITICAL = "beyond chance", "critical"
 
 
 class CompareError(Exception):
@@ -120,7 +122,8 @@ class TaskChange:
     ``p_drop`` is the one-sided Fisher p-value of the new run having this few passes
     or fewer if both runs shared one success rate; ``p_rise`` the same the other way.
     ``beyond_chance`` is ``regressed`` or ``improved`` when that p-value is below the
-    comparison's alpha, else None."""
+    comparison's alpha, else None. :attr:`regression` says whether, and by which part
+    of the regression rule, the task regressed."""
 
     domain: str
     task: str
@@ -148,10 +151,19 @@ class TaskChange:
         return self.new.passed * self.base.graded < self.base.passed * self.new.graded
 
     @property
+    def regression(self) -> str | None:
+        """Whether the regression rule counts this task as regressed, and by which part:
+        ``beyond chance`` (its drop is), ``critical`` (a critical task whose success rate
+        dropped at all, but not beyond chance: 8/8 to 7/8), None when it did not regress."""
+        if self.beyond_chance == REGRESSED:
+            return BEYOND_CHANCE
+        return CRITICAL if self.critical and self.dropped else None
+
+    @property
     def noteworthy(self) -> bool:
         """Shown among the changed tasks: a verdict that changed, a change beyond chance,
-        or a critical task that dropped."""
-        return self.change not in _UNCHANGED or self.beyond_chance is not None or (self.critical and self.dropped)
+        or a regression."""
+        return self.change not in _UNCHANGED or self.beyond_chance is not None or self.regression is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,7 +172,7 @@ class TaskChange:
             "base": self.base.to_dict() if self.base else None,
             "new": self.new.to_dict() if self.new else None,
             "change": self.change, "p_drop": self.p_drop, "p_rise": self.p_rise,
-            "beyond_chance": self.beyond_chance,
+            "beyond_chance": self.beyond_chance, "regression": self.regression,
         }
 
 
@@ -647,9 +659,9 @@ def regression_checks(cmp: Comparison, max_drop: float | None = None,
             continue
         assert t.base is not None and t.new is not None and t.p_drop is not None
         moved = f"from {t.base.passed}/{t.base.graded} to {t.new.passed}/{t.new.graded}"
-        if t.beyond_chance == REGRESSED:
+        if t.regression == BEYOND_CHANCE:
             checks.append(GateCheck(False, f"task {t.name} regressed {moved} (p={p_value(t.p_drop)} < {alpha})"))
-        elif t.critical and t.dropped:
+        elif t.regression == CRITICAL:
             checks.append(GateCheck(False, f"critical task {t.name} regressed {moved} "
                                            f"(p={p_value(t.p_drop)}; a critical task may not drop at all)"))
     if not checks:
@@ -715,18 +727,16 @@ def _p(x: float | None) -> str:
 def _beyond(t: TaskChange) -> str:
     if t.beyond_chance:
         return t.beyond_chance
-    if t.critical and t.dropped:
-        return "critical: dropped"
     return "" if t.p_drop is None else "no"
 
 
 def _task_rows(tasks: Sequence[TaskChange], name: Any = str) -> list[list[str]]:
     return [[name(t.name) + (" (critical)" if t.critical else ""),
              t.base.text() if t.base else "-", t.new.text() if t.new else "-",
-             t.change, _p(t.p_drop), _p(t.p_rise), _beyond(t)] for t in tasks]
+             t.change, _p(t.p_drop), _p(t.p_rise), _beyond(t), t.regression or ""] for t in tasks]
 
 
-_TASK_HEADERS = ["task", "before", "after", "change", "p drop", "p rise", "beyond chance"]
+_TASK_HEADERS = ["task", "before", "after", "change", "p drop", "p rise", "beyond chance", "regression"]
 
 
 def _score_rows(cmp: Comparison, arrow: str, name: Any = str) -> tuple[list[str], list[list[str]]]:
@@ -799,10 +809,11 @@ def summary_lines(cmp: Comparison, checks: Sequence[GateCheck], verdict: bool = 
     lines = [f"sandtable: against the baseline {cmp.base.path} ({plural(len(cmp.matched), 'task')} in common): "
              f"pass^{cmp.k} {_delta_cell(d, '->')}"]
     for t in cmp.matched:
-        if t.beyond_chance or (t.critical and t.dropped):
+        if t.beyond_chance or t.regression:
             assert t.base is not None and t.new is not None
             p = t.p_rise if t.beyond_chance == IMPROVED else t.p_drop
-            lines.append(f"  {_beyond(t)}: {t.name} {t.base.text()} -> {t.new.text()} (p={_p(p)})")
+            said = "regressed (critical task)" if t.regression == CRITICAL else t.beyond_chance
+            lines.append(f"  {said}: {t.name} {t.base.text()} -> {t.new.text()} (p={_p(p)})")
     lines += [f"  {line}" for line in _domain_lines(cmp)]
     if verdict:
         lines.append(f"  {headline(checks)}")

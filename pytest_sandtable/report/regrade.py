@@ -8,7 +8,9 @@ what the agent or the simulated user was given or shown: the description and pol
 the tools (descriptions, parameters, checks, ops), the seed world, a task's ``given``,
 ``user``, ``max_turns``, ``faults`` and ``events``, and, for trials the reference agent played, the task's
 ``reference``. Those are compared with the domain file the run used, found by the
-sha256 the run recorded (at its path, or in its git history); then each trial is
+sha256 the run recorded (at its path, or in its git history; the path looked up only
+inside the current directory, the run's rootdir and the run folder, and a file there
+parsed only once its bytes, or its git history, are known to hold it); then each trial is
 replayed call by call (``engine.trial.regrade_trial``), and a call whose outcome
 differs from the stored one refuses that trial. Every refusal is collected and none is
 written: :class:`RegradeError` holds one line per refusal.
@@ -24,13 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, cast
 
 from ..domain.model import Domain, ScriptLine, Task, Tool
+from ..domain.wording import show
 from ..engine.results import ERRORED, TrialResult
 from .reading import StoredRun
 from .results_json import RunMeta, build_spooled, iso_utc
@@ -46,6 +50,7 @@ __all__ = [
     "domain_files",
     "find_original",
     "regrade_run",
+    "search_folders",
 ]
 
 MAX_TRIAL_LINES = 20
@@ -84,10 +89,7 @@ def find_original(recorded_path: Path, sha256: str) -> tuple[bytes, str] | None:
     found: the file at its recorded path if it is unchanged, else the version of that
     path in its git repository (the index, then up to :data:`_GIT_COMMITS` commits of
     any branch) with that hash; None when neither has it."""
-    try:
-        raw = recorded_path.read_bytes()
-    except OSError:
-        raw = None
+    raw = _read_regular(recorded_path)
     if raw is not None and hashlib.sha256(raw).hexdigest() == sha256:
         return raw, str(recorded_path)
     return _git_version(recorded_path, sha256)
@@ -382,6 +384,59 @@ def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles
 # --------------------------------------------------------------------------- the files
 
 
+def search_folders(results_file: Path, cwd: Path | None = None) -> list[Path]:
+    """The folders a run's domain paths (``run.domains[].path``, relative to the pytest
+    rootdir) are looked up in, in order: the current directory, the rootdir a run in the
+    default place implies (``ROOT/.sandtable/runs/NAME/results.json``), the folder
+    results.json sits in. Each as shown to the user: relative to ``cwd`` when inside it."""
+    here = (cwd or Path.cwd()).absolute()
+    folder = results_file.absolute().parent
+    found = [here]
+    if folder.parent.name == "runs" and folder.parent.parent.name == ".sandtable":
+        found.append(folder.parent.parent.parent)
+    found.append(folder)
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for f in found:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            out.append(_shown(f, here))
+    return out
+
+
+def _shown(path: Path, here: Path) -> Path:
+    try:
+        return path.relative_to(here)
+    except ValueError:
+        return path
+
+
+def _confined(recorded: str) -> bool:
+    """``run.domains[].path`` is a relative path that stays inside the folder it is joined to."""
+    if not recorded or "\x00" in recorded or "\\" in recorded:
+        return False
+    p = PurePosixPath(recorded)
+    return not p.is_absolute() and ".." not in p.parts and ":" not in p.parts[0]
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of a regular file of at most the loader's size cap; None for anything
+    else (missing, a folder, a pipe or device, too big), read without blocking."""
+    from ..domain.loader import MAX_FILE_BYTES
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None
+        raw = f.read(MAX_FILE_BYTES + 1)
+    return raw if len(raw) <= MAX_FILE_BYTES else None
+
+
 def _loaded(path: Path) -> Domain:
     """The domain in ``path``; RegradeError with one line per problem (FILE:LINE: ...) when it does not load."""
     from ..domain.errors import DomainError
@@ -393,34 +448,75 @@ def _loaded(path: Path) -> Domain:
         raise RegradeError([str(p) for p in e.problems]) from None
 
 
-def _original(name: str, recorded: Mapping[str, Any], edited: Domain, base: Path) -> tuple[Domain, str]:
-    """The domain the run used, and where it was found; RegradeError when it is nowhere."""
+def _from_bytes(name: str, raw: bytes, where: str, filename: Path) -> Domain:
+    """The domain the run used, from its bytes (found at ``where``); its handler modules
+    are imported from ``filename``'s folder."""
     from ..domain.errors import DomainError
     from ..domain.loader import load_domain_text
 
-    if edited.sha256 == recorded["sha256"]:
-        return edited, "unchanged"
-    found = find_original(base / recorded["path"], recorded["sha256"])
-    if found is None:
-        raise RegradeError([
-            f"cannot regrade {name}: the domain file the run used (sha256 {recorded['sha256'][:12]}) is neither "
-            f"at {recorded['path']} nor in its git history, so what the agent was given cannot be compared: "
-            "put it back there and give the edited file as an argument"
-        ])
-    raw, where = found
     try:
-        return load_domain_text(raw.decode("utf-8-sig"), where), where
+        domain = load_domain_text(raw.decode("utf-8-sig"), str(filename))
     except (DomainError, UnicodeDecodeError) as e:
         raise RegradeError([f"cannot regrade {name}: the domain file the run used ({where}) does not load: "
                             f"{str(e).splitlines()[0]}"]) from None
+    domain.sha256 = hashlib.sha256(raw).hexdigest()
+    return domain
 
 
-def domain_files(doc: Mapping[str, Any], results: str, given: Sequence[str], base: Path) -> list[DomainFiles]:
-    """Each domain of the run with its edited file: one of ``given`` when its name is
-    the domain's, else the file at the path the run recorded (relative to ``base``); and
-    the file the run used. Raises RegradeError with every problem found."""
-    recorded = {d["name"]: d for d in doc["run"]["domains"]}
+@dataclass
+class _Recorded:
+    """One domain of ``run.domains``: its name, path and sha256, and where the path is."""
+
+    name: str
+    path: str
+    sha256: str
+    at: list[Path]  # the path joined to each search folder, in order
+
+    def existing(self) -> Path | None:
+        return next((p for p in self.at if p.exists() and not p.is_dir()), None)
+
+    def original(self) -> tuple[Domain, str] | None:
+        """The file the run used, told by its sha256 before it is parsed: at the path in a
+        search folder, else in the git history of one; None when nowhere."""
+        for p in self.at:
+            raw = _read_regular(p)
+            if raw is not None and hashlib.sha256(raw).hexdigest() == self.sha256:
+                return _from_bytes(self.name, raw, str(p), p), str(p)
+        for p in self.at:
+            found = _git_version(p, self.sha256)
+            if found is not None:
+                return _from_bytes(self.name, found[0], found[1], p), found[1]
+        return None
+
+
+def _recorded(doc: Mapping[str, Any], results: str, folders: Sequence[Path]) -> tuple[dict[str, _Recorded], list[str]]:
+    out: dict[str, _Recorded] = {}
     problems: list[str] = []
+    for d in doc["run"]["domains"]:
+        if not _confined(d["path"]):
+            problems.append(f"cannot regrade {d['name']}: {results} names its domain file {show(d['path'])}, not a "
+                            "path inside the current directory or the run's folder, so it is not read")
+        else:
+            out[d["name"]] = _Recorded(d["name"], d["path"], d["sha256"], [f / d["path"] for f in folders])
+    return out, problems
+
+
+def _where(folders: Sequence[Path]) -> str:
+    return " or ".join("the current directory" if str(f) == "." else str(f) for f in folders)
+
+
+def domain_files(doc: Mapping[str, Any], results: str, given: Sequence[str],
+                 folders: Sequence[Path]) -> list[DomainFiles]:
+    """Each domain of the run with its edited file and the file the run used. The edited
+    file is one of ``given`` when its name is the domain's, else the file at the path
+    the run recorded, in the first of ``folders`` (see :func:`search_folders`) that has
+    it. The recorded path must stay inside those folders, and a file there is parsed
+    only once the file the run used is known (by its sha256, there or in its git
+    history): a file that is not the one the run used, with no history that has it, is
+    one line, never parsed or quoted. Raises RegradeError with every problem found."""
+    recorded, problems = _recorded(doc, results, folders)
+    if problems:
+        raise RegradeError(problems)
     edited: dict[str, tuple[str, Domain]] = {}
     for arg in given:
         try:
@@ -435,28 +531,51 @@ def domain_files(doc: Mapping[str, Any], results: str, given: Sequence[str], bas
             problems.append(f"{arg}: domain {domain.name!r} is given twice ({edited[domain.name][0]} and {arg})")
         else:
             edited[domain.name] = (arg, domain)
-    for name, d in recorded.items():
-        if name in edited or problems:
-            continue
-        path = base / d["path"]
-        if not path.is_file():
-            problems.append(f"{d['path']}: no such file (the domain file of {name!r} that {results} names; "
-                            "give the edited file as an argument)")
-            continue
-        try:
-            edited[name] = (d["path"], _loaded(path))
-        except RegradeError as e:
-            problems += e.problems
     if problems:
         raise RegradeError(problems)
     out: list[DomainFiles] = []
-    for name, (shown, domain) in edited.items():
+    for name, r in recorded.items():
         try:
-            original, where = _original(name, recorded[name], domain, base)
+            out.append(_given(r, *edited[name]) if name in edited else _in_place(r, results, folders))
         except RegradeError as e:
             problems += e.problems
-            continue
-        out.append(DomainFiles(name, shown, domain, original, where))
     if problems:
         raise RegradeError(problems)
     return out
+
+
+def _given(r: _Recorded, shown: str, domain: Domain) -> DomainFiles:
+    """A domain whose edited file was given: the file the run used is found by its sha256."""
+    if domain.sha256 == r.sha256:
+        return DomainFiles(r.name, shown, domain, domain, "unchanged")
+    found = r.original()
+    if found is None:
+        raise RegradeError([
+            f"cannot regrade {r.name}: the domain file the run used (sha256 {r.sha256[:12]}) is neither "
+            f"at {r.path} nor in its git history, so what the agent was given cannot be compared: "
+            "put it back there and give the edited file as an argument"
+        ])
+    return DomainFiles(r.name, shown, domain, *found)
+
+
+def _in_place(r: _Recorded, results: str, folders: Sequence[Path]) -> DomainFiles:
+    """A domain graded against the file at its recorded path, edited in place: parsed
+    only when it is the file the run used, or that one is in its git history."""
+    path = r.existing()
+    if path is None:
+        raise RegradeError([f"{r.path}: no such file in {_where(folders)} (the domain file of {r.name!r} that "
+                            f"{results} names; give the edited file as an argument)"])
+    raw = _read_regular(path)
+    if raw is not None and hashlib.sha256(raw).hexdigest() == r.sha256:
+        original = _from_bytes(r.name, raw, str(path), path)
+        original.path = str(path)
+        return DomainFiles(r.name, str(path), original, original, "unchanged")
+    found = _git_version(path, r.sha256)
+    if found is None:
+        raise RegradeError([
+            f"cannot regrade {r.name}: {path} is not the domain file the run used (sha256 {r.sha256[:12]}) and "
+            "no git history holds that one, so what the agent was given cannot be compared: save the edit as a "
+            f"copy, put the file the run used back at {path} (or in git), and regrade with the copy: "
+            f"regrade {results} COPY.yaml -o DIR"
+        ])
+    return DomainFiles(r.name, str(path), _loaded(path), _from_bytes(r.name, found[0], found[1], path), found[1])
