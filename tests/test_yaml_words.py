@@ -90,11 +90,17 @@ def test_validate_words_the_common_mistakes_plainly(tmp_path: Path) -> None:
         ("version: 1\nname: *desk\n",
          "sandtable.yaml:2:7: invalid YAML: '*desk' stands for an anchor '&desk' that is not defined above; "
          "put a value that starts with '*' in quotes"),
+        ("version: 1\nname: x\ntasks:\n  - id: a\n    user: { opening: hi }\n      expect: {}\n",
+         "sandtable.yaml:6:7: invalid YAML: this line is indented more than the key above it expects (a key at "
+         "the wrong depth? or, if it goes on with the value above, that value needs quotes)"),
+        ('version: 1\nname: x\npolicy: "Files go to C:\\Users\\dana"\n',
+         "sandtable.yaml:3:24: invalid YAML: '\\U' takes 8 hexadecimal digits inside \"...\": write a backslash "
+         "as '\\\\', or put the value in '...', where a backslash is itself"),
         ("version: 1\nname: x\n]\n",
          "sandtable.yaml:3:1: invalid YAML: this ']' closes nothing: no '[' is open before it"),
     ],
     ids=["key-in-a-list", "key-between-depths", "quote-in-quotes", "block-text-not-indented", "undefined-alias",
-         "stray-bracket"],
+         "key-deeper-after-braces", "windows-path", "stray-bracket"],
 )
 def test_more_mistakes_in_plain_words(text: str, line: str) -> None:
     from pytest_sandtable.domain.errors import DomainError

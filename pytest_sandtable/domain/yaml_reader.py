@@ -588,6 +588,12 @@ def _token(token: str, line: str, mark: yaml.Mark) -> str:
     return token
 
 
+_DEEPER = (
+    "this line is indented more than the key above it expects (a key at the wrong depth? "
+    "or, if it goes on with the value above, that value needs quotes)"
+)
+
+
 def _plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[yaml.Mark | _At, str] | None:
     """The common YAML mistakes in plain words, at the place to fix (not always the
     parser's mark: an unclosed quote is shown where it opens); None for the others,
@@ -600,10 +606,7 @@ def _plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[yaml.Mark | _At,
     if problem == "mapping values are not allowed here":
         before = line[: mark.column]
         if ": " not in before and _indent(line) > _indent(_previous_line(text, mark)):
-            return _At(mark.line, _indent(line)), (
-                "this line is indented more than the key above it expects (a key at the wrong depth? "
-                "or, if it goes on with the value above, that value needs quotes)"
-            )
+            return _At(mark.line, _indent(line)), _DEEPER
         return mark, (
             "this ': ' is inside a value without quotes, where YAML takes it for the start of a key; "
             "put the whole value in quotes"
@@ -613,6 +616,8 @@ def _plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[yaml.Mark | _At,
         if found in ("'<block sequence start>'", "'-'"):
             return mark, "this list item is not lined up with the items or keys above it (a '-' at the wrong depth?)"
         if found == "'<block mapping start>'":
+            if _indent(line) > _indent(_previous_line(text, mark)):  # after a `{ }` or `[ ]` value
+                return _At(mark.line, _indent(line)), _DEEPER
             return _At(mark.line, _indent(line)), (
                 "this line is indented less than the key above it and more than that key's parent "
                 "(a key at the wrong depth?)"
@@ -654,6 +659,14 @@ def _plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[yaml.Mark | _At,
         if escape:  # the mark is at the character after the backslash
             return _At(mark.line, max(mark.column - 1, 0)), (
                 f"'\\{escape.group(1)}' is not an escape YAML knows inside \"...\": write a backslash "
+                "as '\\\\', or put the value in '...', where a backslash is itself"
+            )
+        digits = re.fullmatch(r"expected escape sequence of (\d+) hexadecimal numbers, but found .*", problem)
+        backslash = text.rfind("\\", start.index, mark.index)
+        if digits and backslash >= 0:
+            escape_text = text[backslash : backslash + 2]
+            return _At(mark.line, mark.column - (mark.index - backslash)), (
+                f"'{escape_text}' takes {digits.group(1)} hexadecimal digits inside \"...\": write a backslash "
                 "as '\\\\', or put the value in '...', where a backslash is itself"
             )
         return None
