@@ -463,15 +463,14 @@ def test_newer_spec_version() -> None:
 
 def test_yaml_syntax_error() -> None:
     assert problems(edit("same: [mc_number] }", "same: [mc_number }")) == [
-        "sandtable.yaml:61:102: invalid YAML: expected ',' or ']', but got '}' "
-        "(while parsing a flow sequence that starts at line 61)"
+        "sandtable.yaml:61:102: invalid YAML: this '}' comes before the ']' that closes the '[' at column 91"
     ]
 
 
 def test_tabs() -> None:
     assert problems("version: 1\n\tname: x\n") == [
-        "sandtable.yaml:2:1: invalid YAML: found character '\\t' that cannot start any token "
-        "(while scanning for the next token); indent with spaces, not tabs"
+        "sandtable.yaml:2:1: invalid YAML: a tab in the indentation: YAML indents with spaces only; "
+        "replace the tab with spaces"
     ]
 
 

@@ -10,13 +10,45 @@ import json
 import re
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from ..domain.conditions import json_type as json_type  # re-exported for the adapters
 from ..engine.redact import public_url as public_url  # re-exported for the adapters
 
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from ..engine.api import Turn
+
 T = TypeVar("T")
+
+# not the locale's names: a prompt must not depend on the machine that sent it
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+def today_line(now: datetime) -> str:
+    """``Today is Wednesday 2024-05-15; the time is 15:00 (UTC).``: the simulated clock,
+    for a model's system prompt."""
+    offset = now.strftime("%z")  # +0000, -0500
+    zone = "UTC" if offset in ("", "+0000") else f"UTC{offset[:3]}:{offset[3:5]}"
+    return f"Today is {_WEEKDAYS[now.weekday()]} {now:%Y-%m-%d}; the time is {now:%H:%M} ({zone})."
+
+
+def agent_system_prompt(turn: Turn, state: dict[str, Any]) -> str:
+    """The system prompt the Claude and OpenAI agents send: the domain's, and, when the
+    domain or the task declares a clock (``turn.now``), :func:`today_line` after it, as
+    the clock reads at the trial's first turn. Kept in the adapter's ``state``, so the
+    prompt stays the same for the whole trial (a handler's ``ctx.advance`` moves
+    ``turn.now``, not the prompt: a prompt that changed would lose the prompt cache)."""
+    system: str | None = state.get("system")
+    if system is None:
+        now = turn.now
+        system = turn.system_prompt
+        if now is not None:
+            system = f"{system}\n\n{today_line(now)}" if system else today_line(now)
+        state["system"] = system
+    return system
 
 
 def host_of(url: str) -> str:

@@ -27,7 +27,16 @@ from anthropic.types import Message
 
 from ..engine.api import AgentError, Turn, Usage
 from . import recording
-from ._common import PerLoop, anthropic_base_url, body_snippet, error_detail, host_of, json_type, snippet
+from ._common import (
+    PerLoop,
+    agent_system_prompt,
+    anthropic_base_url,
+    body_snippet,
+    error_detail,
+    host_of,
+    json_type,
+    snippet,
+)
 from ._retry import Caller, Fatal, TimedOut, Transient, connection_failure, parse_retry_after, should_retry
 from .options import AdapterOptions
 
@@ -358,8 +367,9 @@ class ClaudeAgent:
                 _append(history, "user", [{"type": "text", "text": m["content"] or "(no message)"}])
         st["seen"] = len(turn.messages) + 1  # + the reply this turn ends with
         params: dict[str, Any] = {}
-        if turn.system_prompt:
-            params["system"] = turn.system_prompt
+        system = agent_system_prompt(turn, st)
+        if system:
+            params["system"] = system
         if turn.tools:
             params["tools"] = [t.anthropic() for t in turn.tools]
         said: list[str] = []

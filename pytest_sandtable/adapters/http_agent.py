@@ -82,6 +82,9 @@ class HttpStepAgent:
                 "tool_results": results,
                 "state": st["state"],
             }
+            now = turn.now  # read at each step: a handler's ctx.advance in the last step's calls moves it
+            if now is not None:  # the domain or the task declares a clock
+                body["now"] = now.isoformat()
             if turn.tools_url is not None:  # --sandtable-serve: the service may call the world itself
                 body["tools_url"], body["mcp_url"] = turn.tools_url, turn.mcp_url
             answer = await self._post(body, f"{st['key']}/{turn_no}/{step}", turn)

@@ -32,6 +32,7 @@ from ..engine.api import AgentError, Turn, Usage
 from . import recording
 from ._common import (
     PerLoop,
+    agent_system_prompt,
     body_snippet,
     error_code,
     error_detail,
@@ -404,8 +405,9 @@ class OpenAIAgent:
     async def __call__(self, turn: Turn) -> str:
         st: dict[str, Any] = turn.state.setdefault("openai", {"messages": [], "seen": 0})
         history: list[dict[str, Any]] = st["messages"]
-        if not history and turn.system_prompt:
-            history.append({"role": "system", "content": turn.system_prompt})
+        system = agent_system_prompt(turn, st)
+        if not history and system:
+            history.append({"role": "system", "content": system})
         for m in turn.messages[st["seen"]:]:
             if m["role"] == "user":
                 history.append({"role": "user", "content": m["content"]})

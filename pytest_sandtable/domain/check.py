@@ -35,6 +35,13 @@ from .wording import bare, clip, closest, found, quoted_and, show, suggest, unkn
 from .yaml_reader import Document
 
 # `$name` is the call's argument `name`; `$$` is a literal dollar sign.
+# The most characters of a `matches` or `reply_matches` pattern (docs/spec.md, "Limits").
+# Compiling a regular expression costs about 160 bytes of memory and 1 us of CPU per
+# character (a 10 MB pattern: 1.6 GB and 10 s, where any other 10 MB string loads in
+# about 100 MB); a pattern a person writes, even an alternation of a few hundred codes,
+# is well under this, and one of this size compiles in about 35 ms and 1.5 MB.
+PATTERN_MAX = 10_000
+
 _ARG_REF = re.compile(r"\$\$|\$([A-Za-z_][A-Za-z0-9_]*)")
 # `{name}` in a check message.
 _MSG_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -227,7 +234,15 @@ class _Checker:
                 self.pattern(pattern, (*path, k, "matches"))
 
     def pattern(self, pattern: str, path: PathTuple) -> None:
-        """``pattern`` (at ``path``) must compile as a Python regular expression."""
+        """``pattern`` (at ``path``) must compile as a Python regular expression, and
+        be at most :data:`PATTERN_MAX` characters (checked first: not compiled past it)."""
+        if len(pattern) > PATTERN_MAX:
+            self.add(
+                path,
+                f"found a pattern of {len(pattern):,} characters, expected a regular expression of at most "
+                f"{PATTERN_MAX:,} characters; write a shorter one",
+            )
+            return
         try:
             re.compile(pattern)
         except re.error as e:

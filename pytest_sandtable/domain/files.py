@@ -33,12 +33,23 @@ def is_domain_file(path: Path) -> bool:
     return path.name == "sandtable.yaml" or path.name.endswith(".sandtable.yaml")
 
 
+def is_virtualenv(folder: Path) -> bool:
+    """A virtual environment, by pytest's own test (``_pytest.main._in_venv``): a
+    ``pyvenv.cfg`` (PEP 405) or a conda environment's ``conda-meta/history``, whatever
+    the folder is called. pytest does not collect in one; neither do validate and lint."""
+    try:
+        return (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta" / "history").is_file()
+    except OSError:
+        return False
+
+
 def find_domain_files(folder: Path) -> Iterator[Path]:
-    """Domain files under ``folder``, in sorted order, skipping tool and VCS folders."""
+    """Domain files under ``folder``, in sorted order, skipping tool and VCS folders
+    and virtual environments (:func:`is_virtualenv`)."""
     entries = sorted(folder.iterdir(), key=lambda p: p.name)
     for entry in entries:
         if entry.is_dir():
-            if entry.name not in _SKIP_DIRS and not entry.name.startswith("."):
+            if entry.name not in _SKIP_DIRS and not entry.name.startswith(".") and not is_virtualenv(entry):
                 yield from find_domain_files(entry)
         elif is_domain_file(entry):
             yield entry

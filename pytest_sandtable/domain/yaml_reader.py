@@ -35,6 +35,12 @@ an integer past Python's 4,300 digits, and aliases that repeat more than
 :data:`ALIAS_VALUES_MAX` values are each a problem at their place. The fast path
 takes none of these files (it gives up at the alias that passes the cap), so they
 are all worded by the pure-Python path.
+
+A syntax error is worded in the user's terms for the common mistakes (a key or list
+item at the wrong depth, a tab in the indentation, an unclosed quote or bracket, a
+`: ` inside a value without quotes, an unknown `\\` escape), at the place to fix,
+which is not always the parser's mark (an unclosed quote is shown where it opens):
+:func:`_plain_words`. Any other keeps the parser's own words.
 """
 
 from __future__ import annotations
@@ -516,6 +522,10 @@ def _pos(mark: yaml.Mark) -> Pos:
 
 def _syntax_problem(filename: str, text: str, exc: yaml.YAMLError) -> Problem:
     if isinstance(exc, yaml.MarkedYAMLError):
+        plain = _plain_words(exc, text)
+        if plain is not None:
+            at, words = plain
+            return Problem(filename, at.line + 1, at.column + 1, "", f"invalid YAML: {words}")
         message = exc.problem or exc.context or "not valid YAML"
         if exc.problem and exc.context and exc.problem.startswith("but "):
             message = f"{exc.context}, {exc.problem}"
@@ -536,6 +546,163 @@ def _syntax_problem(filename: str, text: str, exc: yaml.YAMLError) -> Problem:
         col = len(before) - (before.rfind("\n") + 1) + 1
         return Problem(filename, line, col, "", f"invalid YAML: {exc.reason} ({exc.character!r})")
     return Problem(filename, None, None, "", f"invalid YAML: {exc}")
+
+
+class _At:
+    """A place in the file (0-based, as a yaml.Mark), for a problem placed elsewhere
+    than the parser's mark (the start of a line, an opening quote)."""
+
+    __slots__ = ("column", "line")
+
+    def __init__(self, line: int, column: int) -> None:
+        self.line, self.column = line, column
+
+
+def _line_of(text: str, mark: yaml.Mark) -> str:
+    """The text of the line ``mark`` is on."""
+    start = text.rfind("\n", 0, mark.index) + 1
+    end = text.find("\n", mark.index)
+    return text[start : len(text) if end < 0 else end].rstrip("\r")
+
+
+def _previous_line(text: str, mark: yaml.Mark) -> str:
+    """The last line before ``mark``'s that holds more than spaces and a comment."""
+    lines = text[: text.rfind("\n", 0, mark.index) + 1].splitlines()
+    for line in reversed(lines):
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line
+    return ""
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _token(token: str, line: str, mark: yaml.Mark) -> str:
+    """A token the parser names (``'<scalar>'``) as the user sees it in the file."""
+    if token == "'<stream end>'":
+        return "the end of the file"
+    if token.startswith("'<"):
+        word = re.match(r"[^\s:,\[\]{}]*", line[mark.column :])
+        return f"'{clip(word.group(), 40)}'" if word and word.group() else "a value"
+    return token
+
+
+_DEEPER = (
+    "this line is indented more than the key above it expects (a key at the wrong depth? "
+    "or, if it goes on with the value above, that value needs quotes)"
+)
+
+
+def _plain_words(exc: yaml.MarkedYAMLError, text: str) -> tuple[yaml.Mark | _At, str] | None:
+    """The common YAML mistakes in plain words, at the place to fix (not always the
+    parser's mark: an unclosed quote is shown where it opens); None for the others,
+    which keep the parser's own words."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark, start = exc.problem_mark, exc.context_mark
+    if mark is None:
+        return None
+    line = _line_of(text, mark)
+    if problem == "mapping values are not allowed here":
+        before = line[: mark.column]
+        if ": " not in before and _indent(line) > _indent(_previous_line(text, mark)):
+            return _At(mark.line, _indent(line)), _DEEPER
+        return mark, (
+            "this ': ' is inside a value without quotes, where YAML takes it for the start of a key; "
+            "put the whole value in quotes"
+        )
+    if problem.startswith("expected <block end>, but found "):
+        found = problem[len("expected <block end>, but found ") :]
+        if found in ("'<block sequence start>'", "'-'"):
+            return mark, "this list item is not lined up with the items or keys above it (a '-' at the wrong depth?)"
+        if found == "'<block mapping start>'":
+            if _indent(line) > _indent(_previous_line(text, mark)):  # after a `{ }` or `[ ]` value
+                return _At(mark.line, _indent(line)), _DEEPER
+            return _At(mark.line, _indent(line)), (
+                "this line is indented less than the key above it and more than that key's parent "
+                "(a key at the wrong depth?)"
+            )
+        if found == "'?'":
+            return mark, "a key where the list above expects an item: add its '- ', or line the key up with its mapping"
+        if found == "'<scalar>'":
+            last = line[: mark.column].rstrip()[-1:]
+            if last in ("'", '"'):
+                return mark, (
+                    f"text after the closing {last} of a value: put the whole value in quotes, writing a quote "
+                    "inside it as '' in '...' or as \\\" in \"...\""
+                )
+            if last in ("]", "}"):
+                return mark, (
+                    f"text after the closing {last} of a value: a value that starts with '[' or '{{' is a list "
+                    "or a mapping; put the whole value in quotes"
+                )
+        if found in ("']'", "'}'"):
+            opening = "[" if found == "']'" else "{"
+            return mark, f"this {found} closes nothing: no '{opening}' is open before it"
+        if found == "':'":
+            return mark, "this ':' has no key before it"
+        return None
+    if problem == "found character '\\t' that cannot start any token":
+        if not line[: mark.column].strip(" \t-"):
+            return mark, "a tab in the indentation: YAML indents with spaces only; replace the tab with spaces"
+        return None
+    cannot = re.fullmatch(r"found character '(.)' that cannot start any token", problem)
+    if cannot and cannot.group(1) in "@`%":
+        return mark, f"a value cannot start with '{cannot.group(1)}' (YAML reserves it); put the value in quotes"
+    if context in ("while scanning a quoted scalar", "while scanning a double-quoted scalar") and start is not None:
+        quote = text[start.index : start.index + 1]
+        if problem == "found unexpected end of stream":
+            return start, (
+                f"this {quote} is never closed: the value runs on to the end of the file; close it where the value ends"
+            )
+        escape = re.fullmatch(r"found unknown escape character '?(.)'?", problem)
+        if escape:  # the mark is at the character after the backslash
+            return _At(mark.line, max(mark.column - 1, 0)), (
+                f"'\\{escape.group(1)}' is not an escape YAML knows inside \"...\": write a backslash "
+                "as '\\\\', or put the value in '...', where a backslash is itself"
+            )
+        digits = re.fullmatch(r"expected escape sequence of (\d+) hexadecimal numbers, but found .*", problem)
+        backslash = text.rfind("\\", start.index, mark.index)
+        if digits and backslash >= 0:
+            escape_text = text[backslash : backslash + 2]
+            return _At(mark.line, mark.column - (mark.index - backslash)), (
+                f"'{escape_text}' takes {digits.group(1)} hexadecimal digits inside \"...\": write a backslash "
+                "as '\\\\', or put the value in '...', where a backslash is itself"
+            )
+        return None
+    flow = re.fullmatch(r"expected ',' or '([\]}])', but got (.+)", problem)
+    if flow and start is not None:
+        close, got = flow.group(1), _token(flow.group(2), line, mark)
+        opening = "[" if close == "]" else "{"
+        if start.line != mark.line:
+            return start, (
+                f"this '{opening}' is never closed (found {got} at line {mark.line + 1}, column {mark.column + 1} "
+                f"before a '{close}'); close it, or put the value in quotes if the '{opening}' is text"
+            )
+        if got in ("']'", "'}'"):
+            column = start.column + 1
+            return mark, f"this {got} comes before the '{close}' that closes the '{opening}' at column {column}"
+        return mark, (
+            f"found {got} where the '{opening}' at column {start.column + 1} expects ',' or '{close}'; "
+            "a value that holds ': ', ',', '[', ']', '{' or '}' inside brackets needs quotes"
+        )
+    if problem == "could not find expected ':'" and start is not None:
+        above = _previous_line(text, start).rstrip()
+        if above.endswith(("|", ">", "|-", ">-", "|+", ">+")):
+            return start, f"the text of the '{above.split()[-1]}' above must be indented more than its key"
+        return start, (
+            "this line has no ': ' after its key (a key without its ':'? or the text of a value above "
+            "that goes on here at the wrong depth?)"
+        )
+    if problem == "sequence entries are not allowed here":
+        return mark, "a '- ' list item cannot start on the line of its key: put it on the next line, indented"
+    alias = re.fullmatch(r"found undefined alias '?(.+?)'?", problem)
+    if alias:
+        return mark, (
+            f"'*{clip(alias.group(1))}' stands for an anchor '&{clip(alias.group(1))}' that is not defined above; "
+            "put a value that starts with '*' in quotes"
+        )
+    return None
 
 
 def _character_problem(filename: str, text: str) -> Problem:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..domain.model import ScriptLine
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 AgentReply = str | None
 
@@ -121,6 +124,13 @@ class Usage:
         return {k: dict(v) for k, v in self.models.items()}
 
 
+class _Clock(Protocol):
+    """The trial's simulated clock (``engine.handlers.HandlerState``): what ``ctx.now`` reads."""
+
+    @property
+    def now(self) -> datetime: ...
+
+
 @dataclass
 class Turn:
     """One agent turn: the conversation so far, the tools, and a handle to call them.
@@ -129,7 +139,8 @@ class Turn:
     ``{"role": "user" | "assistant", "content": str}``; the last one is the
     user's newest message. ``state`` is a dict kept for the whole trial, where a
     stateful agent (a model adapter keeping its native history) stores what it
-    needs between turns.
+    needs between turns. ``now`` is the simulated clock when the domain or the task
+    declares one (``clock: {now: ...}``), else None (docs/handlers.md).
     """
 
     messages: list[dict[str, str]]
@@ -146,6 +157,17 @@ class Turn:
     # REST routes' base (POST {tools_url}/<tool>) and the MCP endpoint; None otherwise
     tools_url: str | None = None
     mcp_url: str | None = None
+    # the trial's simulated clock when the domain or the task declares one, read when
+    # `now` is asked for (nothing to build per turn); None otherwise
+    _clock: _Clock | None = field(default=None, repr=False)
+
+    @property
+    def now(self) -> datetime | None:
+        """The simulated clock, a timezone-aware ``datetime``: the very instant a handler
+        reads as ``ctx.now`` (moved by ``ctx.advance`` in an earlier call, it has moved
+        here too). None when neither the domain nor the task declares a ``clock``: the
+        default clock handlers run on then is a placeholder, not a date the domain means."""
+        return None if self._clock is None else self._clock.now
 
     def call_tool(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """Run a tool of the domain. ``arguments`` may be a dict or JSON text.

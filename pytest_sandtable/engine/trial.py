@@ -542,6 +542,7 @@ class _Dialogue:
             usage=self.agent_usage,
             tools_url=t.tools_url,
             mcp_url=t.mcp_url,
+            _clock=t.handlers if t.task.clock_now or t.domain.clock_now else None,  # turn.now: ctx.now's clock
         )
         if shared:
             self.agent_turn = turn

@@ -4,11 +4,15 @@ transcript and the agent's traceback.
 What they print is what results.json keeps (:mod:`.safe`): secrets redacted (CI logs
 are often public), every value within the size caps, lone surrogates replaced; a
 transcript of more than :data:`~.safe.ENTRY_LIMIT` entries, its start and its end.
+Control characters (C0 but newline and tab, DEL, C1) are written as escapes, ``\\x1b``,
+as a domain file's problems write them: an agent's reply must not drive the terminal
+(an ESC sequence, OSC 0 setting the window title, OSC 52 writing the clipboard).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +21,23 @@ from ..engine.results import TrialResult
 from .fmt import clip, plural
 from .safe import for_terminal, not_shown, secret_values, shown_items, shown_trial
 
-__all__ = ["event_note", "failure_text", "fault_note", "headline", "owner_line", "traceback_text", "transcript_text"]
+__all__ = [
+    "escape_controls", "event_note", "failure_text", "fault_note", "headline", "owner_line", "traceback_text",
+    "transcript_text",
+]
+
+
+# What the terminal must not get raw: C0 controls but newline and tab, DEL, and C1.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with each control character but newline and tab written as ``\\xNN``."""
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
 
 
 def _args(args: dict[str, Any]) -> str:
@@ -81,7 +101,7 @@ def _shown(render: Callable[[TrialResult], str], r: TrialResult, secrets: Sequen
         text = render(shown_trial(r, keys))
     except Exception as exc:  # one odd value must not cost the terminal the trial's verdict
         text = f"{headline(r)}\n  (its details cannot be shown: {type(exc).__name__}: {clip(str(exc), 200)})"
-    return for_terminal(text, keys)
+    return escape_controls(for_terminal(text, keys))
 
 
 def failure_text(r: TrialResult, secrets: Sequence[str] | None = None) -> str:
