@@ -180,20 +180,30 @@ def notes(config: pytest.Config) -> list[str]:
 # -- allure-pytest --------------------------------------------------------------------
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    """allure-pytest times a test from the start to the end of its call phase (its own
-    wrapper of this hook, inside this one); a trial ran in setup, before it: once allure
-    has timed the call, its start is moved back by the trial's duration."""
-    try:
-        return (yield)
-    finally:
-        if _is_trial(item):
-            _allure_duration(item)
+class AllureTime:
+    """Registered only when allure-pytest records (``--alluredir``), so that no other run
+    pays for a wrapper of every item's call phase."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """allure-pytest times a test from the start to the end of its call phase (its own
+        wrapper of this hook, inside this one); a trial ran in setup, before it: once allure
+        has timed the call, its start is moved back by the trial's duration."""
+        try:
+            return (yield)
+        finally:
+            if _is_trial(item):
+                _allure_duration(item)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    manager = session.config.pluginmanager
+    if manager.has_plugin("allure_listener") and not manager.has_plugin("sandtable-allure-time"):
+        manager.register(AllureTime(), "sandtable-allure-time")
 
 
 def _allure_duration(item: Any) -> None:
-    allure = item.config.pluginmanager.get_plugin("allure_listener")  # registered with --alluredir
+    allure = item.config.pluginmanager.get_plugin("allure_listener")
     held = getattr(item, "sandtable_result", None)
     if allure is None or held is None:
         return
