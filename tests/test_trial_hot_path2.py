@@ -65,8 +65,12 @@ def test_a_tool_result_and_a_trial_info_stay_frozen_values() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.ok = True  # type: ignore[misc]
     info = TrialInfo("freight", "book", 1, 2, 3)
-    assert dataclasses.asdict(info) == {"domain": "freight", "task_id": "book", "trial": 1, "k": 2, "seed": 3}
+    assert dataclasses.asdict(info) == {"domain": "freight", "task_id": "book", "trial": 1, "k": 2, "seed": 3,
+                                        "trial_id": "freight/book/1"}
     assert info.trial_id == "freight/book/1" and info == TrialInfo("freight", "book", 1, 2, 3)
+    named = TrialInfo("freight", "book", 1, 2, 3, "desk/sandtable.yaml::book/1@0a1b2c3d")
+    assert named.trial_id == "desk/sandtable.yaml::book/1@0a1b2c3d" and named != info
+    assert pickle.loads(pickle.dumps(named)) == named
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.seed = 4  # type: ignore[misc]
 

@@ -66,22 +66,27 @@ class ToolResult:
 
 @dataclass(frozen=True, init=False)
 class TrialInfo:
-    """Who this trial is. Never contains the user's hidden instructions."""
+    """Who this trial is. Never contains the user's hidden instructions.
+
+    ``trial_id`` names this one attempt: under pytest it is
+    ``<domain file>::<task>/<trial>@<run id>`` (the domain file relative to the rootdir,
+    the run id made once per run, shared by its xdist workers), unique within a run and
+    across runs, so an agent may key its memory (a checkpointer's thread) or its
+    idempotency keys on it. Outside pytest (``run_trial`` without ``trial_id``) it is
+    ``<domain>/<task>/<trial>``."""
 
     domain: str
     task_id: str
     trial: int
     k: int
     seed: int
+    trial_id: str
 
-    def __init__(self, domain: str, task_id: str, trial: int, k: int, seed: int) -> None:
+    def __init__(self, domain: str, task_id: str, trial: int, k: int, seed: int, trial_id: str = "") -> None:
         # one a trial: set as ToolResult's are (see there), frozen all the same
         d = self.__dict__
         d["domain"], d["task_id"], d["trial"], d["k"], d["seed"] = domain, task_id, trial, k, seed
-
-    @property
-    def trial_id(self) -> str:
-        return f"{self.domain}/{self.task_id}/{self.trial}"
+        d["trial_id"] = trial_id or f"{domain}/{task_id}/{trial}"
 
 
 UNKNOWN_MODEL = "(unknown model)"

@@ -735,6 +735,7 @@ async def arun_trial(
     location: str = "",
     serve: ServeHook | None = None,
     wait_latency: bool = True,
+    trial_id: str = "",
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
     agent's failures fail the trial with a `runtime` check; the simulated user's
@@ -742,12 +743,13 @@ async def arun_trial(
     (:mod:`.attribution`). With ``serve``, the trial's world is served while it runs
     (``turn.tools_url`` / ``turn.mcp_url``); a world that cannot be served errors the trial.
     ``wait_latency=False`` records a task's ``latency_ms`` faults without waiting them out
-    (the engine's own replays: lint, the reference replay of attribution)."""
+    (the engine's own replays: lint, the reference replay of attribution). ``trial_id``
+    is the agent's ``turn.trial.trial_id`` (default ``<domain>/<task>/<trial>``)."""
     if isinstance(task, str):
         task = domain.task(task)
     result = await _graded_trial(
         domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
-        wait_latency,
+        wait_latency, trial_id,
     )
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
@@ -803,11 +805,12 @@ async def _graded_trial(
     location: str,
     serve: ServeHook | None,
     wait_latency: bool,
+    trial_id: str = "",
 ) -> TrialResult:
     """:func:`arun_trial` without the attribution (the reference replay is one of these).
     Its arguments are positional, as those of the TrialResult it makes: it runs once a
     trial, and keyword arguments cost a lookup each."""
-    info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial))
+    info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial), trial_id)
     t = _Trial(domain, task, info)
     parts = t.parts.task_parts(task)
     # The engine binds its own reference agent to the task, so this is a check of its class,

@@ -39,6 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from .artifacts import Recorder
 
     config.pluginmanager.register(Recorder(config), "sandtable-recorder")
+    config.pluginmanager.import_plugin("pytest_sandtable.plugin.interplay")  # beside rerunfailures, timeout, allure
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,16 +12,22 @@ import pytest
 from ..domain.model import Domain, Task
 from ..engine.results import ERRORED, FAILED, TrialResult
 from .artifacts import trial_ended
+from .interplay import item_timeout
 from .session import RunState, overriding_fixture, run_state, trial_location, ungraded_trial
 
 
-class TrialFailed(Exception):
+class TrialFailed(AssertionError):
+    """A graded trial that failed: an assertion of the agent's behaviour that did not hold
+    (so allure-pytest and other reporters show it as failed, not broken)."""
+
     def __init__(self, result: TrialResult) -> None:
         super().__init__(result.task)
         self.result = result
 
 
 class TrialErrored(Exception):
+    """A trial that could not be graded (the simulated user or the domain failed): an error."""
+
     def __init__(self, result: TrialResult) -> None:
         super().__init__(result.error)
         self.result = result
@@ -54,11 +61,12 @@ class DomainFile(pytest.File):
         fixtureinfo = None
         for task in domain.tasks:
             marks = [pytest.mark.sandtable, *(getattr(pytest.mark, tag) for tag in task.tags)]
+            callobj = _trial_function(domain, task)
             for i in range(1, k + 1):
                 item = TrialItem.from_parent(
                     self,
                     name=f"{task.id}[{i}-{k}]",
-                    callobj=_sandtable_trial,
+                    callobj=callobj,
                     fixtureinfo=fixtureinfo,
                     domain=domain,
                     task=task,
@@ -114,6 +122,19 @@ def _relative_problems(e: Any, config: pytest.Config) -> str:
 
 def _sandtable_trial(sandtable_agent: Any, sandtable_user: Any) -> None:
     """Stands in for a test function so pytest resolves the trial's fixtures."""
+
+
+def _trial_function(domain: Domain, task: Task) -> Any:
+    """The stand-in test function of ``task``'s trials (one a task, shared by its k items):
+    :func:`_sandtable_trial` with the task's own docstring, which allure-pytest and IDEs
+    show as the test's description: the task's ``description``, else what the task is
+    (never the simulated user's instructions, which the agent must not see either)."""
+    fn = types.FunctionType(_sandtable_trial.__code__, _sandtable_trial.__globals__, _sandtable_trial.__name__)
+    fn.__qualname__ = _sandtable_trial.__qualname__
+    fn.__module__ = _sandtable_trial.__module__
+    text = task.description.strip()
+    fn.__doc__ = text or f"Task {task.id!r} of the sandtable domain {domain.name!r}."
+    return fn
 
 
 _DEFAULTS = ("sandtable_agent", "sandtable_user")
@@ -226,7 +247,8 @@ class TrialItem(pytest.Function):
                 if text:
                     self.add_report_section("call", name, text)
         else:
-            result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self))
+            result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self),
+                                pytest_timeout=item_timeout(self))
         errored = result.verdict == ERRORED
         trial_ended(self, "setup" if errored else "call", result)
         if errored:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from itertools import islice
 from pathlib import Path
@@ -17,6 +17,7 @@ import pytest
 
 from ..adapters.options import AdapterOptions
 from ..adapters.registry import agent_label, make_agent, make_user
+from ..domain.conditions import format_value
 from ..domain.model import Domain, Task
 from ..engine.api import AgentCallable, ToolSpec, UserCallable, runs_inline
 from ..engine.invoke import agent_traceback, exception_text
@@ -24,6 +25,7 @@ from ..engine.redact import public_spec
 from ..engine.results import ERRORED, TrialResult
 from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
 from .config import RUN_STATE, RunConfig, is_xdist_worker
+from .interplay import item_timeout, run_id, within_timeout
 from .pool import TrialPool, pending_items
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ def run_state(config: pytest.Config) -> RunState:
     st = config.stash.get(RUN_STATE, None)
     if not isinstance(st, RunState):
         st = RunState(RunConfig.of(config), config.rootpath)
+        st.run_id = run_id(config)
         config.stash[RUN_STATE] = st
     return st
 
@@ -55,13 +58,18 @@ class RunState:
             prompt_cache=run.prompt_cache,
         )
         self.rootdir = rootdir
-        self.recording = _recording_settings(run, rootdir)
+        self.run_id = ""  # set by run_state: interplay.run_id
+        self.recording = _recording_settings(run, rootdir, lambda: self.run_id)
         self.domains: dict[str, Domain] = {}
         self.domain_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: TrialPool | None = None
         self._agent: AgentCallable | None = None
         self._user: UserCallable | None = None
+        # what names each trial (``TrialInfo.trial_id``) besides the run's id: each domain
+        # file relative to the rootdir, and how often a trial started in this process
+        self._files: dict[str, str] = {}
+        self._started: dict[tuple[str, str, int], int] = {}
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
@@ -136,12 +144,14 @@ class RunState:
         return self._loop
 
     def run_now(
-        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = ""
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = "",
+        pytest_timeout: float | None = None,
     ) -> TrialResult:
         """Run one trial now (concurrency 1). Whatever escapes running it makes it an
-        errored trial (see :meth:`escaped`), except Ctrl-C, which stops the run."""
+        errored trial (see :meth:`escaped`), except Ctrl-C, which stops the run.
+        ``pytest_timeout``: pytest-timeout's timeout of the item (see :meth:`_live_trial`)."""
         try:
-            return self._drive(self._trial(domain, task, trial, agent, user, location), agent, user)
+            return self._drive(self._trial(domain, task, trial, agent, user, location, pytest_timeout), agent, user)
         except KeyboardInterrupt:
             raise  # Ctrl-C (an inline agent's own KeyboardInterrupt cannot be told from it)
         except BaseException as e:
@@ -177,14 +187,16 @@ class RunState:
         )
 
     def _trial(
-        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
+        pytest_timeout: float | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
         if self.recording is not None:
-            return self._recorded(domain, task, trial, agent, user, location)
-        return self._live_trial(domain, task, trial, agent, user, location)
+            return self._recorded(domain, task, trial, agent, user, location, pytest_timeout)
+        return self._live_trial(domain, task, trial, agent, user, location, pytest_timeout)
 
     async def _recorded(
-        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
+        pytest_timeout: float | None,
     ) -> TrialResult:
         """A trial with --sandtable-record: its model calls go through its tape (replayed or
         recorded, docs/recording.md), its exchanges are written when it ends. A recording
@@ -199,7 +211,7 @@ class RunState:
         except RecordingError as e:
             return self._unrecorded(domain, task, trial, agent, user, location, str(e))
         with playing(tape):
-            result = await self._live_trial(domain, task, trial, agent, user, location)
+            result = await self._live_trial(domain, task, trial, agent, user, location, pytest_timeout)
         if tape.miss is not None:  # the agent or user was never answered: not graded, errored
             result.verdict, result.error, result.attribution, result.checks = ERRORED, tape.miss, None, []
         result.replayed = tape.all_replayed
@@ -216,9 +228,21 @@ class RunState:
                               location=location, agent=_label(agent), user=_label(user))
 
     def _live_trial(
-        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
+        pytest_timeout: float | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
-        return arun_trial(
+        """The trial's coroutine. Its deadline is --sandtable-trial-timeout, or a little less
+        than pytest-timeout's timeout of the item when that comes first
+        (``interplay.within_timeout``): the engine then stops a hung agent and fails
+        the trial before pytest-timeout would stop the item (or, with its thread method,
+        the whole process)."""
+        trial_timeout = self.run.trial_timeout
+        own = within_timeout(pytest_timeout) if pytest_timeout is not None else None
+        if own is not None and (trial_timeout is None or own < trial_timeout):
+            trial_timeout = own
+        else:
+            own = None
+        coro = arun_trial(
             domain,
             task,
             agent,
@@ -229,9 +253,35 @@ class RunState:
             agent_name=agent_label(agent),
             user_name=agent_label(user),
             location=location,
-            trial_timeout=self.run.trial_timeout,
+            trial_timeout=trial_timeout,
             serve=self._serve_hook(),
+            trial_id=self.trial_id(domain, task, trial, location),
         )
+        if own is None:
+            return coro
+        assert pytest_timeout is not None  # own comes from it
+        return _named_timeout(coro, own, pytest_timeout)
+
+    def trial_id(self, domain: Domain, task: Task, trial: int, location: str) -> str:
+        """``<domain file>::<task>/<trial>@<run id>``, and ``.<n>`` after it for the n-th start of
+        the same trial in this process (a plugin that runs an item again): unique within
+        the run and across runs, so an agent keyed on it (memory, idempotency keys) never
+        carries one attempt's state into another (docs/agents.md)."""
+        path = domain.path or ""
+        file = self._files.get(path)
+        if file is None:
+            file = location.rpartition(":")[0] if location else ""
+            if not file and path:
+                try:
+                    file = Path(os.path.relpath(path, self.rootdir)).as_posix()
+                except ValueError:  # another drive (Windows)
+                    file = Path(path).as_posix()
+            self._files[path] = file = file or domain.name
+        key = (file, task.id, trial)
+        n = self._started.get(key, 0) + 1
+        self._started[key] = n
+        name = f"{file}::{task.id}/{trial}@{self.run_id}"
+        return name if n == 1 else f"{name}.{n}"
 
     def _serve_hook(self) -> ServeHook | None:
         """With --sandtable-serve, what serves each trial's world (the serve package loads
@@ -296,18 +346,19 @@ class RunState:
     def _submit(self, item: Any, agent: Any, user: Any) -> None:
         if self.pool.submitted(item.nodeid):
             return
-        args = (item.domain, item.task, item.trial, agent, user, trial_location(item))
+        args = (item.domain, item.task, item.trial, agent, user, trial_location(item), item_timeout(item))
         self.pool.submit(item.nodeid, lambda: self._settled(*args))
 
     async def _settled(
-        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str
+        self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
+        pytest_timeout: float | None = None,
     ) -> TrialResult:
         """A trial on the pool's loop, whatever escapes it made an errored result there: a
         KeyboardInterrupt or SystemExit would stop the loop for every trial in flight. (On
         that thread it never is Ctrl-C, which reaches the main thread.) CancelledError goes
         on: the pool cancels trials itself; the item's own wait tells the trial's from those."""
         try:
-            return await self._trial(domain, task, trial, agent, user, location)
+            return await self._trial(domain, task, trial, agent, user, location, pytest_timeout)
         except asyncio.CancelledError:
             raise
         except BaseException as e:
@@ -326,20 +377,37 @@ class RunState:
             self._loop = None
 
 
-def _recording_settings(run: RunConfig, rootdir: Path) -> Settings | None:
+def _recording_settings(run: RunConfig, rootdir: Path, run_id: Callable[[], str]) -> Settings | None:
     """With --sandtable-record, switch recording on for this process and return its
     settings (an ``adapters.recording.Settings``); None otherwise, and then nothing of
     recording is imported. Secrets of the environment are scrubbed from recordings as
-    from every other file the run writes."""
+    from every other file the run writes, and the run's id (in each ``trial_id`` an HTTP
+    step agent is sent) is stored as ``@run``, so a later run's requests match them."""
     if run.record is None:
         return None
     from ..adapters.recording import Settings, configure
     from ..report.safe import scrub_secrets, secret_values
 
     secrets = secret_values()
-    settings = Settings(run.record, run.cassettes, rootdir, lambda v: scrub_secrets(v, secrets))
+    def scrub(value: Any) -> Any:
+        value, made = scrub_secrets(value, secrets), run_id()
+        return _without_run_id(value, "@" + made) if made else value
+
+    settings = Settings(run.record, run.cassettes, rootdir, scrub)
     configure(settings)
     return settings
+
+
+def _without_run_id(value: Any, token: str) -> Any:
+    """``value`` (JSON-compatible, as a recording stores it) with ``token`` (``@<run id>``)
+    written ``@run`` in every string."""
+    if isinstance(value, str):
+        return value.replace(token, "@run") if token in value else value
+    if isinstance(value, dict):
+        return {_without_run_id(k, token): _without_run_id(v, token) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_run_id(v, token) for v in value]
+    return value
 
 
 def ungraded_trial(
@@ -377,6 +445,26 @@ def ungraded_trial(
         location=location,
         traceback=traceback,
     )
+
+
+async def _named_timeout(
+    trial: Coroutine[Any, Any, TrialResult], seconds: float, pytest_timeout: float
+) -> TrialResult:
+    """The trial, its timeout message saying where the deadline came from: the engine
+    writes "the trial timeout of 1.5s"; the trial's deadline was pytest-timeout's, less a margin."""
+    result = await trial
+    said = f"the trial timeout of {format_value(seconds)}s"
+    margin = format_value(round(pytest_timeout - seconds, 3))
+    told = f"{said}, pytest-timeout's {format_value(pytest_timeout)}s less {margin}s to grade the trial"
+    if result.error and said in result.error:
+        result.error = result.error.replace(said, told)
+    for check in result.checks:
+        if check.kind == "runtime" and said in check.detail:
+            check.detail = check.detail.replace(said, told)
+    why = result.attribution
+    if why and said in why.get("evidence", ""):
+        why["evidence"] = why["evidence"].replace(said, told)
+    return result
 
 
 def _label(x: Any) -> str:
