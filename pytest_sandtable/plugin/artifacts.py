@@ -98,6 +98,7 @@ class Recorder:
         self._last_parts: dict[Any, dict[str, Any]] = {}
         self._alike: Alike | None = None
         self._last_keywords: Any = None  # of this process's last trial report (see _keywords_once)
+        self._sigterm = _stop_on_sigterm()  # the handler it replaced, put back at unconfigure
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -325,7 +326,11 @@ class Recorder:
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
-        """The spool file goes (the results are written, the summary shown)."""
+        """The spool file goes (the results are written, the summary shown); SIGTERM's
+        handler is the one before the run again."""
+        if self._sigterm is not None:
+            _restore_sigterm(self._sigterm)
+            self._sigterm = None
         if self.spool is not None:
             self.spool.close()
 
@@ -489,6 +494,45 @@ class Recorder:
 
         for path, dom in run_state(self.config).domains.items():
             yield _rel(Path(path), root), dom.sha256
+
+
+def _sigterm_as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM (a CI job cancelled, ``timeout``, ``docker stop``, Kubernetes) stops the
+    run as Ctrl-C does: pytest ends the session, and the trials that finished are written
+    with the run marked interrupted (exit status 2)."""
+    raise KeyboardInterrupt("SIGTERM: the run stops as with Ctrl-C")
+
+
+def _stop_on_sigterm() -> Any:
+    """Handle SIGTERM as Ctrl-C in this run, if nobody else handles it (its handler is
+    the default, which ends the process at once, every finished trial lost) and this is
+    the main thread (where Python runs signal handlers). The handler replaced, or None.
+
+    On every process: the xdist controller, where ``timeout`` or ``docker stop`` sends
+    it, writes what it has; a worker that gets it too (a signal to the process group)
+    stops like one interrupted, as with Ctrl-C."""
+    import signal
+    import threading
+
+    sigterm = getattr(signal, "SIGTERM", None)
+    if sigterm is None or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(sigterm) is not signal.SIG_DFL:
+            return None  # the user's, a CI runner's or an outer run's (pytester): theirs to keep
+        return signal.signal(sigterm, _sigterm_as_ctrl_c)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # pragma: no cover - unconfigure on another thread than configure
+    if signal.getsignal(signal.SIGTERM) is _sigterm_as_ctrl_c:  # unless someone set another since
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[TrialResult]:
