@@ -296,6 +296,27 @@ class Recorder:
         else:
             self._last_keywords = keywords
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
+        """A trial's captured output (what its agent, user or handlers printed, wrote to
+        stderr or logged) as safe as the files: secrets redacted, lone surrogates
+        replaced, and each section clipped to its first and last characters, for the
+        terminal (a failure's sections, ``-rA``), JUnit XML's system-out and system-err,
+        and what xdist carries to the controller. The item's own copy is made the same,
+        so the reports of its later phases, and the session, hold no more. Other tests'
+        output is theirs."""
+        report = yield
+        if report.sections and getattr(item, "is_sandtable_trial", False):
+            from ..report.safe import secret_values
+
+            secrets = secret_values()
+            held = getattr(item, "_report_sections", None)  # pytest's, copied into every later report
+            if isinstance(held, list):
+                held[:] = [(when, key, _shown_section(f"Captured {key}", text, secrets))
+                           for when, key, text in held]
+            report.sections = [(title, _shown_section(title, text, secrets)) for title, text in report.sections]
+        return report
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """pytest-xdist's hook, on the controller: a trial whose worker died becomes an
@@ -494,6 +515,28 @@ class Recorder:
 
         for path, dom in run_state(self.config).domains.items():
             yield _rel(Path(path), root), dom.sha256
+
+
+def _shown_section(title: str, text: str, secrets: list[str]) -> str:
+    """A report section of a trial as the terminal and JUnit XML show it: the plugin's
+    own (``Captured sandtable transcript ...``: made safe and bounded where it was
+    written) with secrets redacted; captured output redacted, with lone surrogates
+    replaced, and past :data:`~pytest_sandtable.report.safe.TEXT_LIMIT` characters cut
+    to that many: its start and its last quarter of them (where a log says how it
+    ended), a line between saying how long it was."""
+    from ..report.safe import TEXT_LIMIT, for_terminal, scrub_text
+
+    if not isinstance(text, str):
+        return text
+    if title.startswith("Captured sandtable "):
+        return scrub_text(text, secrets) if secrets else text
+    text = for_terminal(text, secrets)
+    if len(text) <= TEXT_LIMIT:
+        return text
+    marker = f"\n… [clipped: {len(text):,} characters of captured output; its start and end shown] …\n"
+    tail = TEXT_LIMIT // 4
+    head = TEXT_LIMIT - tail - len(marker)  # TEXT_LIMIT in all: clipped again, it stays as it is
+    return f"{text[:head]}{marker}{text[-tail:]}"
 
 
 def _sigterm_as_ctrl_c(signum: int, frame: Any) -> None:
