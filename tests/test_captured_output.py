@@ -68,18 +68,27 @@ def loud(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
     return pytester
 
 
-def test_captured_output_of_a_trial_has_its_secrets_redacted(loud: pytest.Pytester) -> None:
+# one process; trials in flight (their output is routed to each item's "call" sections);
+# an xdist worker (the controller prints and writes what the worker sent)
+@pytest.mark.parametrize(("args", "when"), [([], "setup"), (["--sandtable-concurrency=2"], "call"),
+                                            (["-n", "1"], "setup")],
+                         ids=["one-process", "concurrency-2", "xdist"])
+def test_captured_output_of_a_trial_has_its_secrets_redacted(
+    loud: pytest.Pytester, args: list[str], when: str
+) -> None:
+    if "-n" in args:
+        pytest.importorskip("xdist")
     result = loud.runpytest("-p", "no:cacheprovider", "-rA", "--junitxml=junit.xml",
-                            "-o", "junit_logging=all", "--sandtable-out=out")
+                            "-o", "junit_logging=all", "--sandtable-out=out", *args)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert FAKE_KEY not in out
     result.stdout.fnmatch_lines([
-        "*- Captured stdout setup -*",
+        f"*- Captured stdout {when} -*",
         "calling the model with key [[]redacted[]]",
-        "*- Captured stderr setup -*",
+        f"*- Captured stderr {when} -*",
         "stderr: key=[[]redacted[]]",
-        "*- Captured log setup -*",
+        f"*- Captured log {when} -*",
         "WARNING  some_sdk:*request headers: {'x-api-key': '[[]redacted[]]'}",
     ])
     junit = (loud.path / "junit.xml").read_text(encoding="utf-8")
