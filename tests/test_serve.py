@@ -162,7 +162,8 @@ def test_bad_input_on_the_rest_routes(desk: st.Domain) -> None:
         base = turn.tools_url
         assert base is not None
         seen["unknown"] = httpx.post(f"{base}/cancel_load", json={})
-        seen["bad_json"] = httpx.post(f"{base}/book_load", content=b"{load_id: L-1001")
+        seen["bad_json"] = httpx.post(f"{base}/book_load", content=b"{load_id: L-1001",
+                                      headers={"content-type": "application/json"})
         seen["bad_args"] = httpx.post(f"{base}/book_load", json={"load_id": "L-1001", "rate": "a lot"})
         seen["not_found"] = httpx.post(f"{base}/verify_carrier", json={"mc_number": "999"})
         seen["openapi"] = httpx.get(base[: -len("/tools")] + "/openapi.json")

@@ -98,6 +98,7 @@ class Recorder:
         self._last_parts: dict[Any, dict[str, Any]] = {}
         self._alike: Alike | None = None
         self._last_keywords: Any = None  # of this process's last trial report (see _keywords_once)
+        self._sigterm = _stop_on_sigterm()  # the handler it replaced, put back at unconfigure
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -295,6 +296,27 @@ class Recorder:
         else:
             self._last_keywords = keywords
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
+        """A trial's captured output (what its agent, user or handlers printed, wrote to
+        stderr or logged) as safe as the files: secrets redacted, lone surrogates
+        replaced, and each section clipped to its first and last characters, for the
+        terminal (a failure's sections, ``-rA``), JUnit XML's system-out and system-err,
+        and what xdist carries to the controller. The item's own copy is made the same,
+        so the reports of its later phases, and the session, hold no more. Other tests'
+        output is theirs."""
+        report = yield
+        if report.sections and getattr(item, "is_sandtable_trial", False):
+            from ..report.safe import secret_values
+
+            secrets = secret_values()
+            held = getattr(item, "_report_sections", None)  # pytest's, copied into every later report
+            if isinstance(held, list):
+                held[:] = [(when, key, _shown_section(f"Captured {key}", text, secrets))
+                           for when, key, text in held]
+            report.sections = [(title, _shown_section(title, text, secrets)) for title, text in report.sections]
+        return report
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """pytest-xdist's hook, on the controller: a trial whose worker died becomes an
@@ -325,7 +347,11 @@ class Recorder:
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
-        """The spool file goes (the results are written, the summary shown)."""
+        """The spool file goes (the results are written, the summary shown); SIGTERM's
+        handler is the one before the run again."""
+        if self._sigterm is not None:
+            _restore_sigterm(self._sigterm)
+            self._sigterm = None
         if self.spool is not None:
             self.spool.close()
 
@@ -489,6 +515,67 @@ class Recorder:
 
         for path, dom in run_state(self.config).domains.items():
             yield _rel(Path(path), root), dom.sha256
+
+
+def _shown_section(title: str, text: str, secrets: list[str]) -> str:
+    """A report section of a trial as the terminal and JUnit XML show it: the plugin's
+    own (``Captured sandtable transcript ...``: made safe and bounded where it was
+    written) with secrets redacted; captured output redacted, with lone surrogates
+    replaced, and past :data:`~pytest_sandtable.report.safe.TEXT_LIMIT` characters cut
+    to that many: its start and its last quarter of them (where a log says how it
+    ended), a line between saying how long it was."""
+    from ..report.safe import TEXT_LIMIT, for_terminal, scrub_text
+
+    if not isinstance(text, str):
+        return text
+    if title.startswith("Captured sandtable "):
+        return scrub_text(text, secrets) if secrets else text
+    text = for_terminal(text, secrets)
+    if len(text) <= TEXT_LIMIT:
+        return text
+    marker = f"\n… [clipped: {len(text):,} characters of captured output; its start and end shown] …\n"
+    tail = TEXT_LIMIT // 4
+    head = TEXT_LIMIT - tail - len(marker)  # TEXT_LIMIT in all: clipped again, it stays as it is
+    return f"{text[:head]}{marker}{text[-tail:]}"
+
+
+def _sigterm_as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM (a CI job cancelled, ``timeout``, ``docker stop``, Kubernetes) stops the
+    run as Ctrl-C does: pytest ends the session, and the trials that finished are written
+    with the run marked interrupted (exit status 2)."""
+    raise KeyboardInterrupt("SIGTERM: the run stops as with Ctrl-C")
+
+
+def _stop_on_sigterm() -> Any:
+    """Handle SIGTERM as Ctrl-C in this run, if nobody else handles it (its handler is
+    the default, which ends the process at once, every finished trial lost) and this is
+    the main thread (where Python runs signal handlers). The handler replaced, or None.
+
+    On every process: the xdist controller, where ``timeout`` or ``docker stop`` sends
+    it, writes what it has; a worker that gets it too (a signal to the process group)
+    stops like one interrupted, as with Ctrl-C."""
+    import signal
+    import threading
+
+    sigterm = getattr(signal, "SIGTERM", None)
+    if sigterm is None or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(sigterm) is not signal.SIG_DFL:
+            return None  # the user's, a CI runner's or an outer run's (pytester): theirs to keep
+        return signal.signal(sigterm, _sigterm_as_ctrl_c)
+    except (ValueError, OSError):  # pragma: no cover - no signals here (an embedded interpreter)
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # pragma: no cover - unconfigure on another thread than configure
+    if signal.getsignal(signal.SIGTERM) is _sigterm_as_ctrl_c:  # unless someone set another since
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[TrialResult]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import secrets
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -128,13 +129,17 @@ async def serve_world(
     tools: list[ToolSpec], call: Callable[[str, Any], ToolResult], title: str, port: int = 0
 ) -> AsyncIterator[tuple[str, str]]:
     """Serve ``tools`` through ``call`` while the block runs; yields the REST base
-    (``.../tools``) and the MCP endpoint (``.../mcp``). Raises ServeError when the
-    world cannot be served."""
+    (``http://127.0.0.1:<port>/t/<token>/tools``) and the MCP endpoint (``.../mcp``),
+    ``<token>`` new for each trial. Raises ServeError when the world cannot be served."""
     owner = _serve_loop()
     sock = bind(port)
-    base = f"http://{HOST}:{sock.getsockname()[1]}"
+    bound = sock.getsockname()[1]
+    # the trial's URLs hold a secret of their own: another process on the machine
+    # cannot guess its way to the trial's tools (it can still read them off the agent)
+    prefix = f"/t/{secrets.token_urlsafe(16)}"
+    base = f"http://{HOST}:{bound}{prefix}"
     try:
-        served = _Served(build_app(tools, call, title, base), sock, owner)
+        served = _Served(build_app(tools, call, title, base, prefix=prefix, port=bound), sock, owner)
     except BaseException:
         sock.close()
         raise
