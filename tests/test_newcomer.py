@@ -192,3 +192,62 @@ def test_the_xdist_controller_names_the_options_and_what_overrides_them(pytester
         "sandtable: where no sandtable_agent fixture overrides it, the reference agent replays each task's "
         "reference: this checks the suite, not an agent; point --sandtable-agent at yours (docs/agents.md)",
     ])
+
+
+# -- 3. an implicit gate says it is one ------------------------------------------------------------
+
+
+def test_a_critical_task_failing_with_no_gate_set_says_that_rule_failed_the_run(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.makeconftest("""
+import pytest
+
+@pytest.fixture(scope="session")
+def sandtable_agent():
+    return lambda turn: "Hello."
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sandtable-out=out")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    line = ("sandtable gate failed: critical tasks fail the run even with no gate set: critical task "
+            "book-happy-path failed 1 of 1 trials ([1])")
+    result.stdout.fnmatch_lines(["sandtable: results in out/", line], consecutive=True)
+    # with a gate set, the same check is part of the gate: no "even with no gate set"
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sandtable-out=out", "--sandtable-fail-under=0")
+    result.stdout.fnmatch_lines([
+        "sandtable gate failed: critical task book-happy-path failed 1 of 1 trials ([1])",
+        "  failed: critical task book-happy-path failed 1 of 1 trials ([1])",
+        "  passed: pass^1 0.0% meets --sandtable-fail-under 0% exactly",
+    ], consecutive=True)
+
+
+# -- 4. a misspelt option gets a did-you-mean ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ("--sandtable-agnet=my_agent:agent", "--sandtable-agent"),
+    ("--sandtable-K=4", "--sandtable-k"),
+])
+def test_a_misspelt_option_gets_a_did_you_mean(pytester: pytest.Pytester, given: str, meant: str) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", given)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == f"ERROR: unrecognized option {given.split('=')[0]}; did you mean {meant}?"
+    assert not pytester.path.joinpath(".sandtable").exists()
+
+
+def test_an_option_like_none_says_where_they_are_listed_and_a_conftests_own_is_known(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.makeconftest("""
+def pytest_addoption(parser):
+    parser.addoption("--sandtable-desk-profile")
+""")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sandtable-desk-profile=eu", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sandtable-zzz")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == ("ERROR: unrecognized option --sandtable-zzz; `pytest --help` lists the "
+                                      "sandtable options under 'pytest-sandtable'")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--sandtabel-serve")
+    assert result.stderr.lines[0] == "ERROR: unrecognized option --sandtabel-serve; did you mean --sandtable-serve?"

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import REFERENCE_NOTICE, RUN_STATE, RunConfig, add_options, is_xdist_controller, is_xdist_worker
+from .config import (
+    REFERENCE_NOTICE,
+    RUN_STATE,
+    RunConfig,
+    add_options,
+    check_option_names,
+    is_xdist_controller,
+    is_xdist_worker,
+)
 
 if TYPE_CHECKING:
     from ..engine.api import AgentCallable, UserCallable
@@ -25,6 +33,13 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    result = yield  # the initial conftest.py files, whose options count as known
+    check_option_names(parser, args)  # a misspelt --sandtable-* option gets a did-you-mean
+    return result
 
 
 # The configs of the pytest runs going on in this process, the innermost last: pytester
