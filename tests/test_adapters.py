@@ -534,8 +534,8 @@ def test_backoff_grows_with_jitter_and_a_cap(monkeypatch: pytest.MonkeyPatch) ->
     ("spec", "message"),
     [
         ("claud:x", "cannot import module 'claud' for agent 'claud:x': No module named 'claud'"
-                    " (is its folder on sys.path? `python -m pytest` adds the current folder; or set"
-                    " `pythonpath = .` in pytest's configuration)"),
+                    " (looked on sys.path; put it beside the domain file or in the rootdir, or set"
+                    " `pythonpath` in pytest's configuration)"),
         ("gpt-4", "unknown agent 'gpt-4'; expected 'reference', 'claude:<model>', 'openai:<model>', "
                   "'http(s)://<url>' or 'module:attr'"),
         ("claude:", "'claude:' names no model; expected claude:<model>, e.g. claude:claude-sonnet-4-5"),

@@ -148,7 +148,8 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     assert [m["id"] for m in s["failure_modes"]] == ["reply:Hello", "state:refunds[where]#1"]
     assert doc["gate"] == {
         "set": False, "passed": False, "fail_under": None, "floors": {},
-        "lines": ["sandtable gate failed: critical task refund failed 1 of 2 trials ([1])"],
+        "lines": ["sandtable gate failed: critical tasks fail the run even with no gate set: "
+                  "critical task refund failed 1 of 2 trials ([1])"],
         "checks": [{"passed": False, "text": "critical task refund failed 1 of 2 trials ([1])"}],
     }
 
@@ -227,7 +228,8 @@ def test_a_domain_file_that_did_not_load_is_in_results_json_report_html_and_the_
     assert doc["gate"]["passed"] is False  # ...so the outcome says what is missing
     missing = ("domain file suite/broken.sandtable.yaml did not load (a collection error), so none of its tasks "
                "ran")
-    lines = [f"sandtable gate failed: {missing}"]
+    no_gate = "" if gate else "a domain file that did not load fails the run even with no gate set: "
+    lines = [f"sandtable gate failed: {no_gate}{missing}"]
     if gate:
         lines += [f"  failed: {missing}",
                   "  passed: pass^2 100.0% meets --sandtable-fail-under 50% with 50.0 points to spare"]

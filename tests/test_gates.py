@@ -133,7 +133,8 @@ def test_a_domain_file_that_did_not_load_fails_the_outcome_gate_or_not() -> None
     broken = [{"path": "suite/broken.sandtable.yaml", "message": "suite/broken.sandtable.yaml:1:1: missing 'tools'"}]
     line = "domain file suite/broken.sandtable.yaml did not load (a collection error), so none of its tasks ran"
     out = evaluate(SUMMARY, None, {}, [], broken)
-    assert (out.passed, out.gate_set, out.lines) == (False, False, [f"sandtable gate failed: {line}"])
+    assert (out.passed, out.gate_set, out.lines) == (False, False, [
+        f"sandtable gate failed: a domain file that did not load fails the run even with no gate set: {line}"])
     out = evaluate(SUMMARY, 50, {}, [], broken)
     assert (out.passed, out.gate_set) == (False, True)
     assert out.lines == [
@@ -146,8 +147,8 @@ def test_a_domain_file_that_did_not_load_fails_the_outcome_gate_or_not() -> None
 def test_a_run_that_stopped_early_fails_the_outcome() -> None:
     out = evaluate(SUMMARY, None, {}, [], stopped_early="stopping after 1 failures")
     assert (out.passed, out.lines) == (False, [
-        "sandtable gate failed: the run stopped early (stopping after 1 failures), so these results cover only "
-        "the trials that ran"
+        "sandtable gate failed: a run that stopped early fails even with no gate set: the run stopped early "
+        "(stopping after 1 failures), so these results cover only the trials that ran"
     ])
 
 
@@ -176,8 +177,9 @@ def test_any_failing_trial_of_a_critical_task_fails_the_run() -> None:
     out = evaluate(SUMMARY, None, {}, trials)
     assert (out.passed, out.gate_set) == (False, False)
     assert out.lines == [
-        "sandtable gate failed: critical task expired-insurance failed 2 of 4 trials ([2], [4]) and errored in 1 "
-        "([3]; errored trials never count as passes)"
+        "sandtable gate failed: critical tasks fail the run even with no gate set: "
+        "critical task expired-insurance failed 2 of 4 "
+        "trials ([2], [4]) and errored in 1 ([3]; errored trials never count as passes)"
     ]
     assert evaluate(SUMMARY, None, {}, [trial("expired-insurance", 1, "passed", critical=True)]).passed
 
@@ -197,7 +199,8 @@ def test_with_a_gate_set_an_errored_trial_fails_it() -> None:
 def test_several_domains_name_tasks_with_their_domain() -> None:
     trials = [trial("intake", 1, "failed", critical=True, domain="clinic"), trial("x", 1, "passed")]
     assert evaluate(SUMMARY, None, {}, trials).lines == [
-        "sandtable gate failed: critical task clinic/intake failed 1 of 1 trials ([1])"
+        "sandtable gate failed: critical tasks fail the run even with no gate set: "
+        "critical task clinic/intake failed 1 of 1 trials ([1])"
     ]
 
 
@@ -377,7 +380,10 @@ def test_a_failing_critical_trial_fails_the_run_without_a_gate(
     monkeypatch.setenv("SHOP_FAIL", "refund:3")
     result = run(shop)
     assert result.ret == 1
-    assert gate_lines(result) == ["sandtable gate failed: critical task refund failed 1 of 4 trials ([3])"]
+    assert gate_lines(result) == [
+        "sandtable gate failed: critical tasks fail the run even with no gate set: "
+        "critical task refund failed 1 of 4 trials ([3])"
+    ]
 
 
 def test_a_failing_critical_trial_fails_the_run_whatever_the_score(

@@ -82,7 +82,8 @@ def test_merged_shards_equal_the_single_run(
     )
     assert out[-2:] == [
         "sandtable: results in merged/",
-        "sandtable gate failed: critical task refund failed 1 of 4 trials ([3])",
+        "sandtable gate failed: critical tasks fail the run even with no gate set: critical task refund failed "
+        "1 of 4 trials ([3])",
     ]
 
 

@@ -318,8 +318,8 @@ def test_user_key_never_in_results(domain: st.Domain, oai: FakeOpenAI) -> None:
                   "'module:attr'"),
         ("openai:", "'openai:' names no model; expected openai:<model>, e.g. openai:gpt-4.1-mini"),
         ("nosuchmod:User", "cannot import module 'nosuchmod' for simulated user 'nosuchmod:User': "
-                           "No module named 'nosuchmod' (is its folder on sys.path? `python -m pytest` adds "
-                           "the current folder; or set `pythonpath = .` in pytest's configuration)"),
+                           "No module named 'nosuchmod' (looked on sys.path; put it beside the domain file or "
+                           "in the rootdir, or set `pythonpath` in pytest's configuration)"),
     ],
 )
 def test_user_specs_rejected(spec: str, message: str) -> None:

@@ -124,7 +124,13 @@ def test_minus_k_selects_task_ids(domain: pytest.Pytester) -> None:
 
 def test_the_header_names_k_the_agent_and_the_user(domain: pytest.Pytester) -> None:
     result = domain.runpytest("--sandtable-k=4")
-    result.stdout.fnmatch_lines(["sandtable: k=4, agent=reference, user=scripted, run seed=0"])
+    result.stdout.fnmatch_lines([
+        "sandtable: k=4, run seed=0",
+        "collected 8 items",
+        "sandtable: agent=reference, user=scripted",
+        "sandtable: the reference agent replays each task's reference: this checks the suite, not an agent; "
+        "point --sandtable-agent at yours (docs/agents.md)",
+    ])
 
 
 # -- a failing trial -------------------------------------------------------------------------------
@@ -256,7 +262,7 @@ def test_a_conftest_overrides_the_agent_with_session_fixtures(domain: pytest.Pyt
     result = domain.runpytest("--sandtable-k=3", "-k", "ceiling")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
-        "sandtable: agent from the sandtable_agent fixture in conftest.py",
+        "sandtable: agent=fixture sandtable_agent (conftest.py), user=scripted",
         "*3 trials of 1 task: 3 passed, 0 failed, 0 errored (left out of pass^k)   agent: harborline-desk   "
         "user: scripted",
     ])
@@ -284,7 +290,7 @@ def test_sandtable_agent_module_attr(domain: pytest.Pytester) -> None:
     result = domain.runpytest("--sandtable-agent=desk_agent:DeskAgent")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "sandtable: k=1, agent=desk_agent:DeskAgent, user=scripted, run seed=0",
+        "sandtable: agent=desk_agent:DeskAgent, user=scripted",
         "*agent: desk_agent:DeskAgent   user: scripted",
     ])
 
@@ -294,8 +300,10 @@ def test_an_unknown_agent_is_a_usage_error_before_any_trial_runs(domain: pytest.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
         "ERROR: --sandtable-agent: cannot import module 'nowhere' for agent 'nowhere:Agent': "
-        "No module named 'nowhere' (is its folder on sys.path? *"
+        "No module named 'nowhere' (looked on sys.path, then in ./; put it beside the domain file or in the "
+        "rootdir, or set `pythonpath` in pytest's configuration)"
     ])
+    result.stdout.no_fnmatch_line("sandtable: agent=*")
     result.stdout.no_fnmatch_line("*book-happy-path*")
 
 
@@ -441,7 +449,7 @@ def test_credentials_in_an_agent_url_are_never_shown_or_stored(domain: pytest.Py
     text = result.stdout.str() + result.stderr.str()
     results = domain.path.joinpath("out", "results.json").read_text(encoding="utf-8")
     report = domain.path.joinpath("out", "report.html").read_text(encoding="utf-8")
-    result.stdout.fnmatch_lines(["sandtable: k=1, agent=http://127.0.0.1:9/step, user=scripted, run seed=0"])
+    result.stdout.fnmatch_lines(["sandtable: agent=http://127.0.0.1:9/step, user=scripted"])
     for secret in ("s3cretpass", "KEY12345"):
         assert secret not in text
         assert secret not in results

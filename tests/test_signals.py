@@ -101,8 +101,8 @@ def test_sigterm_writes_the_finished_trials_and_marks_the_run_interrupted(
     assert f"{answered} trials of 1 task: {answered} passed, 0 failed, 0 errored (left out of pass^k)   " \
            "agent: conftest:agent   user: scripted" in lines, out
     assert "sandtable: results in out/" in lines
-    assert ("sandtable gate failed: the run stopped early (interrupted), so these results cover only the "
-            "trials that ran") in lines
+    assert ("sandtable gate failed: a run that stopped early fails even with no gate set: the run stopped early "
+            "(interrupted), so these results cover only the trials that ran") in lines
     assert any(line.strip("! ") == "KeyboardInterrupt: SIGTERM: the run stops as with Ctrl-C" for line in lines), out
     doc = json.loads((pytester.path / "out" / "results.json").read_text(encoding="utf-8"))
     assert [t["verdict"] for t in doc["trials"]] == ["passed"] * answered

@@ -48,7 +48,8 @@ def test_each_folders_trials_get_that_folders_fixtures(pytester: pytest.Pytester
                                 "-k", "book-at-posted-rate", "-rA")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
-        "sandtable: agent from the sandtable_agent fixture in b_mine/conftest.py",
+        "sandtable: agent=fixture sandtable_agent (b_mine/conftest.py) where defined, else reference, "
+        "user=scripted",
         "sandtable: --sandtable-agent=reference is ignored for the trials whose sandtable_agent fixture is "
         "overridden there",
     ])

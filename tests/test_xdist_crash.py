@@ -84,7 +84,8 @@ def test_a_dying_worker_on_a_critical_task(shop: pytest.Pytester, monkeypatch: p
     result = run(shop)
     assert result.ret == 1
     result.stdout.fnmatch_lines([
-        "sandtable gate failed: critical task refund errored in 1 ([1]; errored trials never count as passes)"
+        "sandtable gate failed: critical tasks fail the run even with no gate set: critical task refund errored "
+        "in 1 ([1]; errored trials never count as passes)"
     ])
     assert only_results(shop.path)["summary"]["errored_trials"][0]["task"] == "refund"
 

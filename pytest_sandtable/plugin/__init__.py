@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import RUN_STATE, RunConfig, add_options, is_xdist_controller, is_xdist_worker
+from .config import (
+    REFERENCE_NOTICE,
+    RUN_STATE,
+    RunConfig,
+    add_options,
+    check_option_names,
+    is_xdist_controller,
+    is_xdist_worker,
+)
 
 if TYPE_CHECKING:
     from ..engine.api import AgentCallable, UserCallable
@@ -25,6 +33,13 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> Any:
+    result = yield  # the initial conftest.py files, whose options count as known
+    check_option_names(parser, args)  # a misspelt --sandtable-* option gets a did-you-mean
+    return result
 
 
 # The configs of the pytest runs going on in this process, the innermost last: pytester
@@ -42,11 +57,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.import_plugin("pytest_sandtable.plugin.interplay")  # beside rerunfailures, timeout, allure
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    from ..engine.redact import public_spec
-
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """k and the run seed. Which agent and user play is known only once the trials are
+    collected (a conftest.py may override their fixtures): that line comes after
+    collection (``session.RunState.describe_agent_source``). The xdist controller
+    collects nothing, so it names the options' agent and user here, and says what they
+    are subject to."""
     run = RunConfig.of(config)
-    return f"sandtable: k={run.k}, agent={public_spec(run.agent)}, user={public_spec(run.user)}, run seed={run.seed}"
+    lines = [f"sandtable: k={run.k}, run seed={run.seed}"]
+    if is_xdist_controller(config):
+        from ..engine.redact import public_spec
+
+        lines.append(f"sandtable: agent={public_spec(run.agent)}, user={public_spec(run.user)} where no "
+                     f"conftest.py overrides the sandtable_agent / sandtable_user fixture (the workers collect; "
+                     f"the summary names what played)")
+        if not run.agent_named:
+            lines.append(f"sandtable: where no sandtable_agent fixture overrides it, {REFERENCE_NOTICE}")
+    return lines
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -56,6 +83,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from .session import run_state
 
         st = run_state(session.config)
+        st.look_under_the_args(session.config)  # for a module:attr spec beside a domain file
         st.default_agent()
         st.default_user()
 

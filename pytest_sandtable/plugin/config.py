@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-__all__ = ["RUN_STATE", "Baseline", "RunConfig", "add_options", "is_xdist_controller", "is_xdist_worker"]
+__all__ = ["REFERENCE_NOTICE", "RUN_STATE", "Baseline", "RunConfig", "add_options", "check_option_names",
+           "is_xdist_controller", "is_xdist_worker"]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -101,12 +102,52 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
     parser.addini("sandtable_retries", "retries of a model or endpoint call where safe", default="4")
     parser.addini("sandtable_concurrency", "trials in flight at once in one pytest process", default="1")
-    parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent)", default="reference")
+    # no default here: a run that names no agent is told the reference agent plays (RunConfig.agent_named)
+    parser.addini("sandtable_agent", "the agent under test (see --sandtable-agent; default reference)", default="")
     parser.addini("sandtable_user", "the simulated user (see --sandtable-user)", default="scripted")
     parser.addini("sandtable_seed", "run seed", default="0")
     parser.addini("sandtable_cache_dir", "where built domain files are kept, or off (see --sandtable-cache-dir)",
                   default="")
     parser.addini("sandtable_prompt_cache", "prompt caching of claude:<model> requests: on or off", default="on")
+
+
+# what a run that names no agent is told (the reference agent then plays)
+REFERENCE_NOTICE = ("the reference agent replays each task's reference: this checks the suite, not an agent; "
+                    "point --sandtable-agent at yours (docs/agents.md)")
+
+
+def check_option_names(parser: pytest.Parser, args: list[str]) -> None:
+    """A misspelt sandtable option is a usage error with a did-you-mean
+    (``unrecognized option --sandtable-agnet; did you mean --sandtable-agent?``), not
+    argparse's bare "unrecognized arguments". Run after the initial conftest.py files
+    (``pytest_load_initial_conftests``), whose options are known by then. Cheap when no
+    argument looks like one: the arguments are parsed again, and difflib loaded, only then."""
+    named = args[: args.index("--")] if "--" in args else args  # after "--" every argument is a path
+    suspects = [a for a in named if a.startswith("--") and ("sand" in a.lower() or "table" in a.lower())]
+    if not suspects:
+        return
+    unknown = {a.split("=", 1)[0] for a in parser.parse_known_and_unknown_args(list(args))[1] if a.startswith("--")}
+    bad = [a.split("=", 1)[0] for a in suspects if a.split("=", 1)[0] in unknown]
+    if not bad:
+        return
+    import difflib
+
+    ours = [name for opt in parser.getgroup("sandtable").options for name in opt.names() if name.startswith("--")]
+    prefix = "--sandtable-"
+    tails = {name[len(prefix):].lower(): name for name in ours if name.startswith(prefix)}
+    for name in bad:
+        key = name.lower().replace("_", "-")
+        if key.startswith(prefix):  # the part after the prefix is what was misspelt
+            close = difflib.get_close_matches(key[len(prefix):], list(tails), n=1, cutoff=0.6)
+        else:  # the prefix itself: --sandtabel-agent
+            close = [c[len(prefix):] for c in difflib.get_close_matches(key, [prefix + t for t in tails], n=1,
+                                                                        cutoff=0.85)]
+        match = tails[close[0]] if close else None
+        if match is not None:
+            raise pytest.UsageError(f"unrecognized option {name}; did you mean {match}?")
+        if name.lower().startswith("--sandtable"):
+            raise pytest.UsageError(f"unrecognized option {name}; `pytest --help` lists the sandtable options "
+                                    f"under 'pytest-sandtable'")
 
 
 @dataclass(frozen=True)
@@ -146,6 +187,9 @@ class RunConfig:
     # --sandtable-cache-dir: where built domains are kept (None: pytest's cache folder, if on)
     domain_cache_dir: Path | None = None
     domain_cache: bool = True  # False: --sandtable-cache-dir=off
+    # False when neither --sandtable-agent nor the ini's sandtable_agent names an agent (the
+    # reference agent then plays, and the run says so)
+    agent_named: bool = True
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -180,9 +224,11 @@ class RunConfig:
         prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
         domain_cache, domain_cache_dir = _domain_cache(config)
+        agent = str(_opt(config, "agent")).strip()
         return cls(
             k=k,
-            agent=str(_opt(config, "agent")),
+            agent=agent or "reference",
+            agent_named=bool(agent),
             user=str(_opt(config, "user")),
             agent_arg=config.getoption("--sandtable-agent"),
             user_arg=config.getoption("--sandtable-user"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from itertools import islice
 from pathlib import Path
@@ -24,7 +24,7 @@ from ..engine.invoke import agent_traceback, exception_text
 from ..engine.redact import public_spec
 from ..engine.results import ERRORED, TrialResult
 from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
-from .config import RUN_STATE, RunConfig, is_xdist_worker
+from .config import REFERENCE_NOTICE, RUN_STATE, RunConfig, is_xdist_worker
 from .interplay import item_timeout, run_id, within_timeout
 from .pool import TrialPool, pending_items
 
@@ -36,16 +36,34 @@ def run_state(config: pytest.Config) -> RunState:
     """The run's shared state (made on first use: the engine is imported then)."""
     st = config.stash.get(RUN_STATE, None)
     if not isinstance(st, RunState):
-        st = RunState(RunConfig.of(config), config.rootpath)
+        st = RunState(RunConfig.of(config), config.rootpath, spec_folders(config))
         st.run_id = run_id(config)
         config.stash[RUN_STATE] = st
     return st
 
 
+def spec_folders(config: pytest.Config) -> list[Path]:
+    """The rootdir, the ini file's folder, then the folder of each argument of the
+    command line (a file's folder, or the folder itself): where a ``module:attr`` spec
+    is looked for, with the domain files' folders (:meth:`RunState.spec_folders`)."""
+    folders = [Path(config.rootpath)] + ([Path(config.inipath).parent] if config.inipath else [])
+    for path in _arg_paths(config):
+        if path.is_file():
+            folders.append(path.parent)
+        elif path.is_dir():
+            folders.append(path)
+    return list(dict.fromkeys(folders))
+
+
+def _arg_paths(config: pytest.Config) -> list[Path]:
+    """The paths the command line's arguments name (``::`` node ids cut off)."""
+    return [Path(config.invocation_params.dir, arg.split("::", 1)[0]) for arg in config.args]
+
+
 class RunState:
     """What the items of one pytest run share; see :func:`run_state`."""
 
-    def __init__(self, run: RunConfig, rootdir: Path) -> None:
+    def __init__(self, run: RunConfig, rootdir: Path, folders: Sequence[Path] = ()) -> None:
         self.run = run
         self.options = AdapterOptions(
             agent_base_url=run.agent_base_url,
@@ -59,6 +77,7 @@ class RunState:
         )
         self.rootdir = rootdir
         self.run_id = ""  # set by run_state: interplay.run_id
+        self.folders = list(folders)  # where a module:attr spec is looked for, with the domains' folders
         self.recording = _recording_settings(run, rootdir, lambda: self.run_id)
         self.domains: dict[str, Domain] = {}
         self.domain_errors = 0
@@ -70,15 +89,32 @@ class RunState:
         # file relative to the rootdir, and how often a trial started in this process
         self._files: dict[str, str] = {}
         self._started: dict[tuple[str, str, int], int] = {}
+        self.bad_spec = False  # --sandtable-agent or --sandtable-user named nothing usable: the run stops
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
+
+    def spec_folders(self) -> list[Path]:
+        """Where a ``module:attr`` agent or user is looked for after ``sys.path``: the
+        rootdir, the ini file's folder, the folders of the command line's arguments, then
+        the folder of each domain file collected so far."""
+        return list(dict.fromkeys(self.folders + [Path(path).parent for path in self.domains]))
+
+    def look_under_the_args(self, config: pytest.Config) -> None:
+        """Add the folders of the domain files under the command line's folders to
+        :meth:`spec_folders`: for the xdist controller, which checks the specs and
+        collects no domain file itself."""
+        from ..domain.files import find_domain_files
+
+        found = [path.parent for arg in _arg_paths(config) if arg.is_dir() for path in find_domain_files(arg)]
+        self.folders = list(dict.fromkeys(self.folders + found))
 
     def default_agent(self) -> AgentCallable:
         """The agent --sandtable-agent names (built once); a bad spec is a usage error."""
         if self._agent is None:
             try:
-                self._agent, _ = make_agent(self.run.agent, self.options)
+                self._agent, _ = make_agent(self.run.agent, self.options, self.spec_folders())
             except ValueError as e:
+                self.bad_spec = True
                 raise pytest.UsageError(f"--sandtable-agent: {e}") from None
         return self._agent
 
@@ -86,8 +122,9 @@ class RunState:
         """The simulated user --sandtable-user names (built once); a bad spec is a usage error."""
         if self._user is None:
             try:
-                self._user, _ = make_user(self.run.user, self.options)
+                self._user, _ = make_user(self.run.user, self.options, self.spec_folders())
             except ValueError as e:
+                self.bad_spec = True
                 raise pytest.UsageError(f"--sandtable-user: {e}") from None
         return self._user
 
@@ -109,24 +146,46 @@ class RunState:
             self.default_user()
 
     def describe_agent_source(self, session: pytest.Session) -> None:
-        """Say in the header when a conftest.py's sandtable_agent fixture replaces --sandtable-agent."""
-        seen: set[str] = set()
-        for item in session.items:
-            fixture = overriding_fixture(item, "sandtable_agent")
+        """Once the trials are collected, say which agent and user play them, once:
+        ``sandtable: agent=fixture sandtable_agent (conftest.py), user=scripted``. A
+        fixture a conftest.py overrides is named with its file; an option it replaces is
+        said to be ignored there; the reference agent, when it plays because nothing
+        named an agent, is said to check the suite, not an agent."""
+        trials = [item for item in session.items if getattr(item, "is_sandtable_trial", False)]
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if not trials or tr is None or session.config.option.collectonly or self.bad_spec:
+            return  # nothing plays
+        agent, agent_fixtures, agent_default = self._played_by(trials, "sandtable_agent", self.run.agent)
+        user, _, _ = self._played_by(trials, "sandtable_user", self.run.user)
+        tr.write_line(f"sandtable: agent={agent}, user={user}")
+        if agent_fixtures and self.run.agent_arg is not None:
+            tr.write_line(
+                f"sandtable: --sandtable-agent={public_spec(self.run.agent_arg)} is ignored "
+                f"for the trials whose sandtable_agent fixture is overridden there",
+                yellow=True,
+            )
+        if agent_default and not self.run.agent_named:
+            tr.write_line(f"sandtable: {REFERENCE_NOTICE}", yellow=True)
+
+    def _played_by(self, trials: list[pytest.Item], name: str, spec: str) -> tuple[str, list[str], bool]:
+        """Who plays ``name`` (``sandtable_agent`` or ``sandtable_user``) in these trials:
+        the text the header shows, the conftest.py files that override the fixture, and
+        whether the option's spec plays in some trial."""
+        files: set[str] = set()
+        default = False
+        for item in trials:
+            fixture = overriding_fixture(item, name)
             if fixture is None:
+                default = True
                 continue
             code = getattr(fixture.func, "__code__", None)
-            seen.add(os.path.relpath(code.co_filename, self.rootdir) if code else "?")
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if seen and tr is not None:
-            tr.write_line(f"sandtable: agent from the sandtable_agent fixture in {', '.join(sorted(seen))}")
-            if self.run.agent_arg is not None:
-                tr.write_line(
-                    f"sandtable: --sandtable-agent={public_spec(self.run.agent_arg)} "
-                    f"is ignored "
-                    f"for the trials whose sandtable_agent fixture is overridden there",
-                    yellow=True,
-                )
+            files.add(os.path.relpath(code.co_filename, self.rootdir) if code else "?")
+        if not files:
+            return public_spec(spec), [], default
+        shown = f"fixture {name} ({', '.join(sorted(files))})"
+        if default:
+            shown += f" where defined, else {public_spec(spec)}"
+        return shown, sorted(files), default
 
     def continue_past_broken_domains(self, session: pytest.Session) -> None:
         """A broken domain file is one collection error, and the other domains still run:

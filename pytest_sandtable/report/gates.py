@@ -5,7 +5,8 @@ Four gates, all read from the same summary the terminal and the reports show:
 - ``--sandtable-fail-under PCT``: the highest pass^k computed (j = k) must be at
   least PCT percent;
 - ``--sandtable-floor TAG=PCT`` (repeatable): the tag's pass^k must be at least PCT;
-- critical tasks (``critical: true``): any trial of one that did not pass fails the run;
+- critical tasks (``critical: true``): any trial of one that did not pass fails the run,
+  with or without a gate set (the verdict line says so when none is set);
 - ``--sandtable-fail-on-regression``: the comparison with ``--sandtable-baseline`` must
   find no regression (its checks come from :mod:`.compare`, which the caller runs).
 
@@ -53,6 +54,11 @@ PREFIX_PASSED = "sandtable gate passed: "
 DETAIL_FAILED = "  failed: "
 DETAIL_PASSED = "  passed: "
 
+# the checks made whether or not a gate is set, and the rule each says with no gate set
+RULE_CRITICAL = "critical tasks fail the run"
+RULE_DOMAIN_FILES = "a domain file that did not load fails the run"
+RULE_STOPPED_EARLY = "a run that stopped early fails"
+
 
 @dataclass(frozen=True)
 class GateCheck:
@@ -60,18 +66,25 @@ class GateCheck:
 
     passed: bool
     text: str
+    # for a check made with no gate set (critical tasks, domain files that did not load, a
+    # run that stopped early): the rule that makes it fail the run, which the verdict line
+    # says (results.json's checks carry only passed and text)
+    rule: str = field(default="", compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "text": self.text}
 
 
-def verdict_lines(checks: Sequence[GateCheck]) -> list[str]:
+def verdict_lines(checks: Sequence[GateCheck], gate_set: bool = True) -> list[str]:
     """The lines the terminal prints for these checks: the verdict first, then (when
     there is more than one check) one line per check, failures first.
 
     The verdict is the first failure (``sandtable gate failed: pass^4 62.5% is below
     --sandtable-fail-under 85% by 22.5 points``, with ``(and N more failures)`` when
     there are more), or ``sandtable gate passed:`` and the one check, or ``all N gates met``.
+    With no gate set, a failure says the rule that makes it fail the run all the same
+    (``sandtable gate failed: critical tasks fail the run even with no gate set: critical
+    task refund failed 1 of 2 trials ([1])``), as report.html does.
     """
     if not checks:
         return []
@@ -79,7 +92,8 @@ def verdict_lines(checks: Sequence[GateCheck]) -> list[str]:
     good = [c for c in checks if c.passed]
     if bad:
         more = len(bad) - 1
-        head = PREFIX_FAILED + bad[0].text + (f" (and {plural(more, 'more failure')})" if more else "")
+        rule = f"{bad[0].rule} even with no gate set: " if bad[0].rule and not gate_set else ""
+        head = PREFIX_FAILED + rule + bad[0].text + (f" (and {plural(more, 'more failure')})" if more else "")
     elif len(good) == 1:
         head = PREFIX_PASSED + good[0].text
     else:
@@ -233,10 +247,10 @@ def evaluate(
 
     if stopped_early:
         checks.append(GateCheck(False, f"the run stopped early ({stopped_early}), so these results cover only "
-                                       "the trials that ran"))
+                                       "the trials that ran", rule=RULE_STOPPED_EARLY))
     for err in collection_errors:
         checks.append(GateCheck(False, f"domain file {err.get('path', '?')} did not load (a collection error), "
-                                       "so none of its tasks ran"))
+                                       "so none of its tasks ran", rule=RULE_DOMAIN_FILES))
 
     if fail_under is not None:
         checks.append(_compare("", (summary.get("pass_hat") or {}).get(j), fail_under,
@@ -274,7 +288,8 @@ def evaluate(
         if errored:
             parts.append(f"errored in {len(errored)} ({', '.join(f'[{t.trial}]' for t in errored)}; "
                          f"errored trials never count as passes)")
-        checks.append(GateCheck(False, f"critical task {name(domain, task)} {' and '.join(parts)}"))
+        checks.append(GateCheck(False, f"critical task {name(domain, task)} {' and '.join(parts)}",
+                                rule=RULE_CRITICAL))
 
     if gate_set:
         errored_all = [t for t in trials if t.verdict == ERRORED and not t.critical]
@@ -286,8 +301,8 @@ def evaluate(
                                            f"{'were' if n != 1 else 'was'} not graded (errored trials never count "
                                            f"as passes): {shown}{more}"))
     ordered = [c for c in checks if not c.passed] + [c for c in checks if c.passed]
-    return GateOutcome(passed=all(c.passed for c in checks), lines=verdict_lines(ordered), gate_set=gate_set,
-                       checks=ordered)
+    return GateOutcome(passed=all(c.passed for c in checks), lines=verdict_lines(ordered, gate_set),
+                       gate_set=gate_set, checks=ordered)
 
 
 def collection_errors_line(errors: list[dict[str, str]]) -> str:
