@@ -103,6 +103,13 @@ def test_a_bad_k_is_a_usage_error(domain: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
+def test_a_k_no_results_json_could_hold_is_a_usage_error(domain: pytest.Pytester) -> None:
+    result = domain.runpytest("--sandtable-k=100001")
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-k / sandtable_k: expected at most 100,000, got 100001 "
+                                 "(results.json holds at most 100,000 trials of a task)"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
 def test_a_bad_ini_k_is_a_usage_error(domain: pytest.Pytester) -> None:
     domain.makeini("[pytest]\nsandtable_k = many\n")
     result = domain.runpytest()

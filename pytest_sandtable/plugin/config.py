@@ -206,7 +206,7 @@ class RunConfig:
     @classmethod
     def _read(cls, config: pytest.Config) -> RunConfig:
         # checked in this order, so that of two bad values the same one is reported first
-        k = _number(config, "k", int, 1)
+        k = _number(config, "k", int, 1, maximum=MAX_K)
         temperature = _temperature(config)
         seed = _number(config, "seed", int, -(2**63))
         timeout = _number(config, "timeout", float, 0.001)
@@ -267,7 +267,12 @@ def _opt(config: pytest.Config, name: str) -> Any:
 _N = TypeVar("_N", int, float)
 
 
-def _number(config: pytest.Config, name: str, kind: type[_N], minimum: float, *, ini: bool = True) -> _N:
+MAX_K = 100_000  # the most trials of a task results.json's schema (run.k) admits
+
+
+def _number(
+    config: pytest.Config, name: str, kind: type[_N], minimum: float, *, ini: bool = True, maximum: float | None = None
+) -> _N:
     raw = _opt(config, name) if ini else config.getoption(f"--sandtable-{name}")
     where = f"--sandtable-{name}" + (f" / sandtable_{name.replace('-', '_')}" if ini else "")
     try:
@@ -277,6 +282,9 @@ def _number(config: pytest.Config, name: str, kind: type[_N], minimum: float, *,
         raise pytest.UsageError(f"{where}: expected {what}, got {raw!r}") from None
     if value != value or value < minimum:  # NaN, or below the least it may be
         raise pytest.UsageError(f"{where}: expected at least {minimum:g}, got {raw}")
+    if maximum is not None and value > maximum:
+        raise pytest.UsageError(f"{where}: expected at most {maximum:,g}, got {raw} (results.json holds at most "
+                                f"{maximum:,g} trials of a task)")
     return value
 
 
