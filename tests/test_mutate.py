@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from pytest_sandtable.cli import main
 from pytest_sandtable.domain.loader import load_domain, load_domain_text
 from pytest_sandtable.domain.model import Pos
 from pytest_sandtable.mutate.run import mutate_domain
@@ -215,3 +218,150 @@ def test_a_handler_that_raises_makes_that_mutant_invalid_and_the_rest_go_on(tmp_
     assert invalid.reason.startswith(
         "the domain failed running ship: its handler shop_mutate_handlers:ship raised KeyError: 'A'"
     ), invalid.reason
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    code = main(["mutate", *argv])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def shop_file(tmp_path: Path, text: str = SHOP) -> str:
+    path = tmp_path / "sandtable.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+SURVIVED = [
+    "survived (3):",
+    '  order: change-arg@3.tier:enum (must be caught): place_order tier: "std" -> "rush"; '
+    f"add where: {{tier: std}} to {ORDERS}",
+    '  order: change-arg@3.note:short (must be caught): place_order note: "gift" -> "gif"; '
+    f"add where: {{note: gift}} to {ORDERS}",
+    '  order: stop-after@3 (may survive): stopped after place_order(sku="A1", qty=2, tier="std", note="gift"); '
+    "add reply_includes: [ordered]",
+]
+
+
+def test_the_text_format_s_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = shop_file(tmp_path)
+    code, lines, _ = run(capsys, path)
+    assert code == 0
+    assert lines[0] == (f"shop ({path}): 2 tasks, 24 mutants: 16 killed, 3 survived, 5 equivalent, 0 accepted, "
+                        "0 invalid; score 84.2%; 1 weak task")
+    assert lines[2].split() == ["operator", "expected", "mutants", "killed", "survived", "equivalent", "accepted",
+                                "invalid", "score"]
+    assert lines[4].split() == ["drop-write", "must", "1", "1", "0", "0", "0", "0", "100.0%"]
+    assert lines[5].split() == ["change-arg", "must", "4", "2", "2", "0", "0", "0", "50.0%"]
+    task_rows = [line.split() for line in lines if line.startswith(("order ", "closed-item "))]
+    assert task_rows == [["order", "19", "12", "3", "4", "0", "0", "80.0%", "weak"],
+                         ["closed-item", "5", "4", "0", "1", "0", "0", "100.0%"]]
+    start = lines.index("survived (3):")
+    assert lines[start : start + 4] == SURVIVED
+    assert lines[-3:] == [
+        "decorative checks, killed no mutant (1): closed-item: reply:closed",
+        "",
+        "sandtable mutate: 1 domain, 24 mutants: score 84.2% (16 killed of 19 scored); 1 weak task; ok",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "verdict"),
+    [
+        (["--fail-under", "84"], 0, "ok"),
+        (["--fail-under", "85"], 1, "score 84.2% is under --fail-under 85"),
+        (["--fail-on-weak"], 1, "1 weak task with --fail-on-weak"),
+    ],
+)
+def test_fail_under_and_fail_on_weak(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], code: int, verdict: str
+) -> None:
+    got, lines, _ = run(capsys, shop_file(tmp_path), *flags)
+    assert (got, lines[-1]) == (
+        code, f"sandtable mutate: 1 domain, 24 mutants: score 84.2% (16 killed of 19 scored); 1 weak task; {verdict}"
+    )
+
+
+def test_fail_on_weak_passes_a_suite_without_weak_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = SHOP.replace("where: { sku: A1, qty: 2 }", "where: { sku: A1, qty: 2, tier: std, note: gift }")
+    code, lines, _ = run(capsys, shop_file(tmp_path, text), "--fail-on-weak", "--fail-under", "90")
+    # stop-after@3 still survives: it may, so the task is not weak
+    assert (code, lines[-1]) == (
+        0, "sandtable mutate: 1 domain, 24 mutants: score 94.7% (18 killed of 19 scored); 0 weak tasks; ok"
+    )
+
+
+def test_a_bad_score_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, shop_file(tmp_path), "--fail-under", "120")
+    assert code == 2
+    assert "argument --fail-under: a percentage from 0 to 100, got 120" in err
+
+
+def test_json_and_github(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    path = shop_file(tmp_path)
+    code, lines, _ = run(capsys, path, "--format", "json")
+    doc = json.loads("\n".join(lines))
+    assert (code, doc["version"], doc["command"], doc["exit"]) == (0, 1, "mutate", 0)
+    assert doc["totals"] == {"killed": 16, "survived": 3, "equivalent": 5, "accepted": 0, "invalid": 0,
+                             "generated": 24, "score": 16 / 19, "weak_tasks": 1}
+    (f,) = doc["files"]
+    assert (f["file"], f["status"], f["weak_tasks"]) == (path, "ok", ["order"])
+    assert [(m["id"], m["state"]) for m in f["tasks"][0]["mutants"]][:2] == [
+        ("drop-write@3", "killed"), ("change-arg@3.sku:key", "killed")]
+    code, lines, _ = run(capsys, path, "--format", "github")
+    line = SHOP.splitlines().index("  - id: order") + 1
+    assert code == 0
+    assert lines[0] == (f"::warning file={path},line={line},title=sandtable mutate::order: mutant "
+                        'change-arg@3.tier:enum survived (must be caught): place_order tier: "std" -> "rush"; '
+                        f"add where: {{tier: std}} to {ORDERS}")
+    assert lines[2].startswith(f"::notice file={path},line={line},title=sandtable mutate::order: mutant stop-after@3")
+    assert lines[-1] == "sandtable mutate: 1 domain, 24 mutants: score 84.2% (16 killed of 19 scored); 1 weak task; ok"
+
+
+def test_bad_input_never_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("version: 1\nname: x\ntools: 3\n", encoding="utf-8")
+    code, lines, err = run(capsys, str(broken), str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert err == f"error: no such file or folder: {tmp_path / 'nope.yaml'}\n"
+    assert lines == [
+        f"{broken}:1:1: missing required key 'tasks'",
+        f"{broken}:3:8: tools: found integer 3, expected array",
+        "sandtable mutate: 0 domains, 0 mutants: score n/a (0 killed of 0 scored); 0 weak tasks; bad input",
+    ]
+
+
+def test_tasks_that_cannot_be_mutated_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = SHOP.replace("where: { sku: A1, qty: 2 }, count: 1", "where: { sku: A1, qty: 2 }, count: 3")
+    closed_reference = ('    reference:\n      - call: find_item\n        args: { sku: B2 }\n'
+                        '      - say: "B2 is closed."\n')
+    text = text.replace(closed_reference, "")
+    code, lines, _ = run(capsys, shop_file(tmp_path, text))
+    assert code == 0
+    assert lines[1:5] == [
+        "",
+        "not mutated (2):",
+        f"  order: the reference fails its own task ({ORDERS}): fix the task first (see lint)",
+        "  closed-item: no reference: nothing to mutate",
+    ]
+    assert lines[-1] == "sandtable mutate: 1 domain, 0 mutants: score n/a (0 killed of 0 scored); 0 weak tasks; ok"
+    code, lines, _ = run(capsys, shop_file(tmp_path, text), "--fail-under", "50")
+    verdict = "no mutant was scored, so the score cannot reach --fail-under 50"
+    assert (code, lines[-1].rsplit("; ", 1)[1]) == (1, verdict)
+
+
+def test_a_domain_without_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = shop_file(tmp_path, SHOP.split("tasks:\n")[0] + "tasks: []\n")
+    code, lines, _ = run(capsys, path)
+    assert (code, lines) == (0, [
+        f"shop ({path}): 0 tasks, 0 mutants: 0 killed, 0 survived, 0 equivalent, 0 accepted, 0 invalid; "
+        "score n/a; 0 weak tasks",
+        "no tasks: nothing to mutate",
+        "",
+        "sandtable mutate: 1 domain, 0 mutants: score n/a (0 killed of 0 scored); 0 weak tasks; ok",
+    ])
