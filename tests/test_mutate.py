@@ -365,3 +365,12 @@ def test_a_domain_without_tasks(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "",
         "sandtable mutate: 1 domain, 0 mutants: score n/a (0 killed of 0 scored); 0 weak tasks; ok",
     ])
+
+
+def test_arguments_are_built_for_length_and_matches_conditions() -> None:
+    from pytest_sandtable.mutate.operators import _Length, _satisfying
+
+    assert _satisfying({"passengers": {"length": {"gt": 5}}}) == {"passengers": _Length(6)}
+    assert _satisfying({"reason": {"matches": "(?i)chest pain|faint"}}) == {"reason": "chest pain"}
+    assert _satisfying({"amount": {"gt": 300}, "kind": "cash"}) == {"amount": 301, "kind": "cash"}
+    assert _satisfying({"amount": {"gt": "$limit"}}) is None  # a condition on another argument: not built

@@ -232,11 +232,20 @@ def _satisfying(when: Mapping[str, Any] | None) -> dict[str, Any] | None:
             out[name] = x[0]
         elif op == "exists" and x:
             out[name] = "x"
+        elif op == "length" and isinstance(x, dict) and _satisfying({"n": x}) is not None:
+            out[name] = _Length(int(_satisfying({"n": x})["n"]))  # type: ignore[index]
         elif op == "matches" and isinstance(x, str) and _matching_text(x) is not None:
             out[name] = _matching_text(x)
         else:
             return None
     return out
+
+
+@dataclass(frozen=True)
+class _Length:
+    """An array argument of ``n`` elements (the elements: the reference's own, repeated)."""
+
+    n: int
 
 
 def _matching_text(pattern: str) -> str | None:
@@ -283,9 +292,16 @@ def _added_call(
             args[name] = 1
         elif p.type == "boolean":
             args[name] = True
+        elif p.type in ("array", "object"):
+            args[name] = [] if p.type == "array" else {}
         else:
             return None, f"no value for {tool_name}'s argument {name}"
-    args.update(forced)
+    for name, value in forced.items():
+        if isinstance(value, _Length):
+            base = args.get(name) or next((s.args[name] for s in reversed(calls) if s.args.get(name)), None)
+            items = list(base) if isinstance(base, list) and base else ["x"]
+            value = [items[k % len(items)] for k in range(max(value.n, 0))]
+        args[name] = value
     return RefStep(call=tool_name, args=args), None
 
 
