@@ -224,9 +224,24 @@ def test_a_handler_that_raises_makes_that_mutant_invalid_and_the_rest_go_on(tmp_
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:
+    """The exit code, stdout's lines and stderr. The baselines' line (and the blank line
+    before it) is left out: it is there once ``mutate.baselines`` exists, which is built
+    apart (its own tests; :func:`test_the_baselines_line` here)."""
     code = main(["mutate", *argv])
     out, err = capsys.readouterr()
-    return code, out.splitlines(), err
+    lines = out.splitlines()
+    for i in [i for i, line in enumerate(lines) if line.startswith("baselines: ")][::-1]:
+        del lines[i - 1 : i + 1]
+    return code, lines, err
+
+
+def test_the_baselines_line() -> None:
+    from pytest_sandtable.mutate.render import baseline_line
+
+    b = SimpleNamespace(tasks=8, do_nothing=["phone-number-request"], spam=[])
+    assert baseline_line(b) == (
+        "baselines: doing nothing passes 1 of 8 tasks (phone-number-request); spam passes 0 of 8 tasks"
+    )
 
 
 def shop_file(tmp_path: Path, text: str = SHOP) -> str:
