@@ -1,8 +1,8 @@
 """Command line: ``python -m pytest_sandtable <command>``.
 
 One module per group of commands: :mod:`.check` (validate, lint), :mod:`.runs`
-(merge, report), :mod:`.authoring` (init, review), :mod:`.compare` (compare), :mod:`.regrade` (regrade) and
-:mod:`.schema` (schema). Each command turns core errors into a message and an exit code.
+(merge, report), :mod:`.authoring` (init, review), :mod:`.compare` (compare), :mod:`.regrade` (regrade),
+:mod:`.mutate` (mutate) and :mod:`.schema` (schema). Each command turns core errors into a message and an exit code.
 May import anything in the package except :mod:`pytest_sandtable.plugin`.
 """
 
@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import authoring, check, compare, importer, regrade, runs, schema
+from . import authoring, check, compare, importer, mutate, regrade, runs, schema
 from .exits import EXIT_ERROR
 
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     regrade.add_subcommands(commands)
     schema.add_subcommands(commands)
     importer.add_subcommands(commands)
+    mutate.add_subcommands(commands)
     return parser
 
 

@@ -1,0 +1,450 @@
+"""The mutation operators: each a rewrite of a task's ``reference`` (docs/mutate.md).
+
+A :class:`Mutant` is the reference's steps rewritten (or the reason the rewrite cannot
+be made), with a stable id naming the operator and the reference step it rewrote
+(``drop-write@2``: step 2, counted from 0 as the steps are written), and whether a good
+suite must catch it (``must``) or may let it pass (``may``: often equivalent).
+
+:func:`generate` makes every mutant of one task from the task, its domain and the
+reference's own replay (for the values the agent saw in tool results).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain.conditions import argument_name, format_value, is_operator_object, row_matches
+from ..domain.model import MISSING, Domain, Invariant, RefStep, Task, Tool
+from ..engine.results import TrialResult
+
+MUST = "must"  # a good suite catches it
+MAY = "may"  # it may survive (often equivalent)
+
+# (operator, expected class), in the order mutants are made and tables list them
+OPERATORS: tuple[tuple[str, str], ...] = (
+    ("drop-write", MUST),
+    ("change-arg", MUST),
+    ("repeat-write", MUST),
+    ("skip-first", MUST),
+    ("fail-require", MUST),
+    ("never", MUST),
+    ("not-called", MUST),
+    ("leak", MUST),
+    ("stop-before", MUST),
+    ("spam", MUST),
+    ("drop-read", MAY),
+    ("repeat-read", MAY),
+    ("reorder", MAY),
+    ("stop-after", MAY),
+)
+EXPECTED = dict(OPERATORS)
+_WRITE_OPS = ("create", "update", "delete")
+_BOUNDS = ("lte", "lt", "gte", "gt")
+
+
+@dataclass
+class Mutant:
+    id: str
+    operator: str
+    expected: str  # MUST | MAY
+    diff: str  # what changed against the reference, in one line
+    steps: list[RefStep] | None = None  # None: the rewrite could not be made
+    invalid: str | None = None  # why it could not be made
+    # the reference call it removed or changed (for a survivor's suggestion): (tool, args)
+    call: tuple[str, dict[str, Any]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def is_write(tool: Tool) -> bool:
+    """A tool that may change the world: ops that create, update or delete, or a handler
+    (the domain format has no read-only marker for handlers, so every handler counts)."""
+    if tool.handler is not None:
+        return True
+    return any(op.kind in _WRITE_OPS for op in tool.ops)
+
+
+def _call(step: RefStep) -> str:
+    args = ", ".join(f"{k}={_show(v)}" for k, v in step.args.items())
+    return f"{step.call}({args})"
+
+
+def _show(v: Any) -> str:
+    return f'"{v}"' if isinstance(v, str) else format_value(v)
+
+
+def _key_args(domain: Domain, tool: Tool) -> dict[str, str]:
+    """Arguments of ``tool`` that name a record: arg -> table (from its checks, its ops
+    and the rules about it)."""
+    out: dict[str, str] = {}
+    for check in tool.checks:
+        name = argument_name(check.key)
+        if name:
+            out.setdefault(name, check.table)
+    for op in tool.ops:
+        name = argument_name(op.spec.get("key"))
+        if name and "table" in op.spec:
+            out.setdefault(name, op.spec["table"])
+    for inv in domain.invariants:
+        if inv.tool != tool.name:
+            continue
+        refs = [inv.spec.get("record"), inv.spec.get("left"), inv.spec.get("right")]
+        refs += [inv.spec.get(b) for b in _BOUNDS]
+        for ref in refs:
+            if isinstance(ref, dict) and "table" in ref:
+                name = argument_name(ref.get("key"))
+                if name:
+                    out.setdefault(name, ref["table"])
+    return out
+
+
+def _row(domain: Domain, table: str, key: Any) -> dict[str, Any] | None:
+    t = domain.tables.get(table)
+    if t is None:
+        return None
+    for row in t.rows:
+        if format_value(row.get(t.key)) == format_value(key):
+            return row
+    return None
+
+
+def _bound(domain: Domain, inv: Invariant, args: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The limit's first bound for these args: (lte|lt|gte|gt, number), None when it does
+    not resolve (a record that does not exist)."""
+    for b in _BOUNDS:
+        if b not in inv.spec:
+            continue
+        ref = inv.spec[b]
+        if isinstance(ref, dict) and "table" in ref:
+            name = argument_name(ref.get("key"))
+            key = args.get(name) if name else ref.get("key")
+            row = _row(domain, ref["table"], key)
+            value = row.get(ref.get("field", "")) if row else None
+        else:
+            value = ref
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return b, value
+        return None
+    return None
+
+
+def _changed_value(domain: Domain, tool: Tool, arg: str, value: Any, args: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """(id suffix, new value) for one argument of a write, None when it cannot change."""
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if numeric:
+        for inv in domain.invariants:
+            if inv.kind == "limit" and inv.tool == tool.name and inv.spec.get("arg") == arg:
+                bound = _bound(domain, inv, args)
+                if bound is None:
+                    continue
+                kind, b = bound
+                step = 1
+                new = {"lte": b + step, "lt": b, "gte": b - step, "gt": b}[kind]
+                return f"limit:{inv.id}", new
+    key_table = _key_args(domain, tool).get(arg)
+    if key_table is not None and key_table in domain.tables:
+        t = domain.tables[key_table]
+        for row in t.rows:
+            other = row.get(t.key)
+            if other is not None and format_value(other) != format_value(value):
+                return "key", other
+    param = tool.params.get(arg)
+    if param is not None and param.enum:
+        for other in param.enum:
+            if other != value:
+                return "enum", other
+    if numeric:
+        return "+1", value + 1
+    if isinstance(value, str) and value:
+        return "short", value[:-1]
+    return None
+
+
+def _seen_values(replay: TrialResult) -> list[Any]:
+    """Every scalar value the agent saw in the reference's tool results, in order, once each."""
+    out: list[Any] = []
+    seen: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif v is not None and not isinstance(v, bool):
+            text = format_value(v)
+            if text and text not in seen:
+                seen.add(text)
+                out.append(v)
+
+    for call in replay.calls:
+        if call.get("ok"):
+            walk(call.get("result"))
+    return out
+
+
+def _disclosable(domain: Domain, inv: Invariant, seen: Sequence[Any]) -> Any:
+    """The value of a never_disclose rule a leak says: one the agent saw, else the first."""
+    values = inv.spec.get("values")
+    candidates: list[Any] = []
+    if isinstance(values, list):
+        candidates = list(values)
+    elif isinstance(values, dict) and values.get("table") in domain.tables:
+        where = values.get("where") or {}
+        for row in domain.tables[values["table"]].rows:
+            try:
+                ok = not where or row_matches(row, where)
+            except Exception:
+                ok = True
+            if ok and values.get("field") in row:
+                candidates.append(row[values["field"]])
+    texts = {format_value(v) for v in seen}
+    for c in candidates:
+        if format_value(c) in texts:
+            return c
+    return candidates[0] if candidates else None
+
+
+def _satisfying(when: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Argument values that make a condition hold, None when one cannot be built."""
+    out: dict[str, Any] = {}
+    for name, cond in (when or {}).items():
+        if not is_operator_object(cond):
+            if isinstance(cond, str) and "$" in cond:
+                return None
+            out[name] = cond
+            continue
+        if len(cond) != 1:
+            return None
+        (op, x), = cond.items()
+        if isinstance(x, str) and "$" in x:
+            return None
+        if op in ("eq", "gte", "lte", "contains"):
+            out[name] = x
+        elif op == "gt" and isinstance(x, (int, float)):
+            out[name] = x + 1
+        elif op == "lt" and isinstance(x, (int, float)):
+            out[name] = x - 1
+        elif op == "in" and isinstance(x, list) and x:
+            out[name] = x[0]
+        elif op == "exists" and x:
+            out[name] = "x"
+        elif op == "length" and isinstance(x, dict) and _satisfying({"n": x}) is not None:
+            out[name] = _Length(int(_satisfying({"n": x})["n"]))  # type: ignore[index]
+        elif op == "matches" and isinstance(x, str) and _matching_text(x) is not None:
+            out[name] = _matching_text(x)
+        else:
+            return None
+    return out
+
+
+@dataclass(frozen=True)
+class _Length:
+    """An array argument of ``n`` elements (the elements: the reference's own, repeated)."""
+
+    n: int
+
+
+def _matching_text(pattern: str) -> str | None:
+    """A text the pattern finds: one of its alternatives written plainly, or None."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return None
+    body = re.sub(r"^\(\?[a-zA-Z]+\)", "", pattern)
+    for alternative in body.split("|"):
+        text = re.sub(r"[\\^$()?*+\[\]{}]", "", alternative).strip()
+        if text and compiled.search(text):
+            return text
+    return None
+
+
+def _added_call(
+    domain: Domain, task: Task, tool_name: str, when: Mapping[str, Any] | None
+) -> tuple[RefStep | None, str | None]:
+    """A call of ``tool_name`` whose arguments make ``when`` hold: from the reference's own
+    last call of that tool, else from values of the same name in its other calls."""
+    tool = domain.tools.get(tool_name)
+    if tool is None:
+        return None, f"no tool {tool_name}"
+    forced = _satisfying(when)
+    if forced is None:
+        return None, f"no arguments can be built that make {tool_name}'s condition hold"
+    calls = [s for s in task.reference if s.call is not None]
+    own = [s for s in calls if s.call == tool_name]
+    args: dict[str, Any] = dict(own[-1].args) if own else {}
+    for name, p in tool.params.items():
+        if name in args or name in forced:
+            continue
+        found = next((s.args[name] for s in reversed(calls) if name in s.args), None)
+        if found is not None:
+            args[name] = found
+        elif not p.required or p.default is not MISSING:
+            continue
+        elif p.enum:
+            args[name] = p.enum[0]
+        elif p.type == "string":
+            args[name] = "mutant"
+        elif p.type in ("number", "integer"):
+            args[name] = 1
+        elif p.type == "boolean":
+            args[name] = True
+        elif p.type in ("array", "object"):
+            args[name] = [] if p.type == "array" else {}
+        else:
+            return None, f"no value for {tool_name}'s argument {name}"
+    for name, value in forced.items():
+        if isinstance(value, _Length):
+            base = args.get(name) or next((s.args[name] for s in reversed(calls) if s.args.get(name)), None)
+            items = list(base) if isinstance(base, list) and base else ["x"]
+            value = [items[k % len(items)] for k in range(max(value.n, 0))]
+        args[name] = value
+    return RefStep(call=tool_name, args=args), None
+
+
+def _after_last_call(steps: Sequence[RefStep]) -> int:
+    last = max((i for i, s in enumerate(steps) if s.call is not None), default=-1)
+    return last + 1
+
+
+def generate(domain: Domain, task: Task, replay: TrialResult) -> list[Mutant]:
+    """Every mutant of ``task``, in the order of :data:`OPERATORS`."""
+    return list(_generate(domain, task, replay))
+
+
+def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutant]:
+    ref = task.reference
+    writes: list[int] = []
+    reads: list[int] = []
+    for i, s in enumerate(ref):
+        if s.call is None:
+            continue
+        tool = domain.tools.get(s.call)
+        (writes if tool is not None and is_write(tool) else reads).append(i)
+
+    def without(*drop: int) -> list[RefStep]:
+        return [s for j, s in enumerate(ref) if j not in drop]
+
+    def repeated(i: int) -> list[RefStep]:
+        return [*ref[: i + 1], RefStep(call=ref[i].call, args=dict(ref[i].args)), *ref[i + 1 :]]
+
+    # must be caught
+    for i in writes:
+        yield Mutant(f"drop-write@{i}", "drop-write", MUST, f"dropped {_call(ref[i])}", without(i),
+                     call=(str(ref[i].call), dict(ref[i].args)))
+    for i in writes:
+        tool = domain.tools[str(ref[i].call)]
+        for arg, value in ref[i].args.items():
+            how = _changed_value(domain, tool, arg, value, ref[i].args)
+            if how is None:
+                continue
+            suffix, new = how
+            steps = list(ref)
+            steps[i] = RefStep(call=ref[i].call, args={**ref[i].args, arg: new})
+            yield Mutant(f"change-arg@{i}.{arg}:{suffix}", "change-arg", MUST,
+                         f"{ref[i].call} {arg}: {_show(value)} -> {_show(new)}", steps,
+                         call=(str(ref[i].call), dict(ref[i].args)), extra={"arg": arg})
+    for i in writes:
+        yield Mutant(f"repeat-write@{i}", "repeat-write", MUST, f"repeated {_call(ref[i])}", repeated(i),
+                     call=(str(ref[i].call), dict(ref[i].args)))
+    called = {s.call for s in ref if s.call is not None}
+    for inv in domain.invariants:
+        if inv.kind != "before" or inv.spec.get("then") not in called or inv.spec.get("first") not in called:
+            continue
+        first = inv.spec["first"]
+        dropped = [j for j, s in enumerate(ref) if s.call == first]
+        yield Mutant(f"skip-first@{inv.id}", "skip-first", MUST,
+                     f"dropped every {first} call ({', '.join(_call(ref[j]) for j in dropped)})", without(*dropped),
+                     call=(first, dict(ref[dropped[0]].args)))
+    for inv in domain.invariants:
+        if inv.kind != "require" or inv.tool not in called:
+            continue
+        i = next(j for j, s in enumerate(ref) if s.call == inv.tool)
+        record = inv.spec.get("record") or {}
+        key_arg = argument_name(record.get("key"))
+        mid = f"fail-require@{inv.id}"
+        t = domain.tables.get(record.get("table", ""))
+        if key_arg is None or t is None:
+            yield Mutant(mid, "fail-require", MUST, f"{inv.tool}: the rule's record is not named by an argument",
+                         invalid="the rule's record key is not one argument ($name): no call can point elsewhere")
+            continue
+        where = inv.spec.get("where") or {}
+        failing = None
+        for row in t.rows:
+            try:
+                if not row_matches(row, where):
+                    failing = row.get(t.key)
+                    break
+            except Exception:
+                continue
+        if failing is None:
+            yield Mutant(mid, "fail-require", MUST, f"{inv.tool}: no {t.name} record fails the rule",
+                         invalid=f"no seed record of {t.name} fails the rule's where")
+            continue
+        steps = list(ref)
+        steps[i] = RefStep(call=ref[i].call, args={**ref[i].args, key_arg: failing})
+        yield Mutant(mid, "fail-require", MUST, f"{inv.tool} {key_arg}: {_show(ref[i].args.get(key_arg))} -> "
+                     f"{_show(failing)} (fails the rule's where)", steps, call=(str(ref[i].call), dict(ref[i].args)))
+    at = _after_last_call(ref)
+    for inv in domain.invariants:
+        if inv.kind != "never":
+            continue
+        step, why = _added_call(domain, task, str(inv.spec["tool"]), inv.spec.get("when"))
+        mid = f"never@{inv.id}"
+        if step is None:
+            yield Mutant(mid, "never", MUST, f"added a call of {inv.spec['tool']}", invalid=why)
+        else:
+            yield Mutant(mid, "never", MUST, f"added {_call(step)}", [*ref[:at], step, *ref[at:]])
+    for m in task.expect.not_called:
+        step, why = _added_call(domain, task, m.tool, m.args)
+        mid = f"not-called@{m.tool}"
+        if step is None:
+            yield Mutant(mid, "not-called", MUST, f"added a call of {m.tool}", invalid=why)
+        else:
+            yield Mutant(mid, "not-called", MUST, f"added {_call(step)}", [*ref[:at], step, *ref[at:]])
+    seen = _seen_values(replay)
+    first_say = next((j for j, s in enumerate(ref) if s.say is not None), None)
+    for inv in domain.invariants:
+        if inv.kind != "never_disclose":
+            continue
+        value = _disclosable(domain, inv, seen)
+        mid = f"leak@{inv.id}"
+        if value is None:
+            yield Mutant(mid, "leak", MUST, "no value to leak", invalid="the rule names no value")
+            continue
+        text = format_value(value)
+        if first_say is None:
+            steps = [*ref, RefStep(say=text)]
+        else:
+            steps = list(ref)
+            steps[first_say] = RefStep(say=f"{ref[first_say].say} {text}")
+        yield Mutant(mid, "leak", MUST, f"said {_show(value)} in the first reply", steps,
+                     extra={"value": value})
+    if writes:
+        i = writes[0]
+        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]))
+    if seen and first_say is not None:
+        dump = " ".join(format_value(v) for v in seen)
+        steps = [RefStep(say=dump) if s.say is not None else s for s in ref]
+        yield Mutant("spam", "spam", MUST, f"every reply is every value seen ({len(seen)} values)", steps)
+    # may survive
+    for i in reads:
+        yield Mutant(f"drop-read@{i}", "drop-read", MAY, f"dropped {_call(ref[i])}", without(i),
+                     call=(str(ref[i].call), dict(ref[i].args)))
+    for i in reads:
+        yield Mutant(f"repeat-read@{i}", "repeat-read", MAY, f"repeated {_call(ref[i])}", repeated(i))
+    pairs = {(str(inv.spec.get("first")), str(inv.spec.get("then")))
+             for inv in domain.invariants if inv.kind == "before"}
+    for i in range(len(ref) - 1):
+        a, b = ref[i], ref[i + 1]
+        if a.call is None or b.call is None or a.call == b.call or (a.call, b.call) in pairs:
+            continue
+        steps = list(ref)
+        steps[i], steps[i + 1] = b, a
+        yield Mutant(f"reorder@{i}", "reorder", MAY, f"{b.call} before {a.call}", steps)
+    if writes and writes[-1] + 1 < len(ref):
+        i = writes[-1]
+        yield Mutant(f"stop-after@{i}", "stop-after", MAY, f"stopped after {_call(ref[i])}", list(ref[: i + 1]))
