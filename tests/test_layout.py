@@ -43,6 +43,7 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "serve": ("serve", "engine", "domain"),
     "plugin": ("plugin", "serve", "adapters", "report", "engine", "domain"),
     "importer": ("importer", "report", "engine", "domain"),
+    "mutate": ("mutate", "report", "engine", "domain"),
     "cli": ("cli", "authoring", "importer", "adapters", "report", "engine", "domain"),
 }
 
@@ -309,7 +310,7 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
     })
     assert layer_problems(toy) == [
         "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, serve, plugin, "
-        "importer, cli)",
+        "importer, mutate, cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
         "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, importer, "

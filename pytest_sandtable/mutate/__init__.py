@@ -1,0 +1,1 @@
+"""Mutation testing of a domain's tasks (issue 28)."""
