@@ -59,10 +59,13 @@ def test_each_baseline_lists_exactly_the_tasks_it_passes() -> None:
         spam=["no-booking-above-ceiling", "verify-carrier"],
         expect_nothing=[],
         no_reference=[],
+        reply_checked=["verify-carrier", "book-at-1900"],
     )
+    assert b.spam_reply_checked == ["verify-carrier"]
     assert baseline_lines(b) == [
         "do-nothing passes 1 of 3 tasks (33.3%): no-booking-above-ceiling",
         "spam passes 2 of 3 tasks (66.7%): no-booking-above-ceiling, verify-carrier",
+        "spam passes 1 of 2 tasks that check replies (50.0%): verify-carrier",
     ]
 
 
@@ -82,6 +85,7 @@ def test_a_never_disclose_rule_catches_the_dump() -> None:
     b = baselines(load_domain_text(secret, "sandtable.yaml"))
     # verify-carrier's dump repeats 100101, the carrier's key (book-at-1900 fails spam anyway)
     assert (b.do_nothing, b.spam) == (["no-booking-above-ceiling"], ["no-booking-above-ceiling"])
+    assert b.spam_reply_checked == []
 
 
 def test_expect_nothing_and_tasks_without_a_reference_are_not_counted() -> None:
@@ -109,12 +113,13 @@ def test_expect_nothing_and_tasks_without_a_reference_are_not_counted() -> None:
         "not counted: 1 task with expect_nothing: true",
         "spam passes 3 of 4 tasks (75.0%): no-booking-above-ceiling, verify-carrier, refuse-quietly; "
         "not counted: 1 task without a reference",
+        "spam passes 1 of 2 tasks that check replies (50.0%): verify-carrier",
     ]
 
 
 def test_a_domain_without_tasks() -> None:
     b = baselines(load_domain_text(DESK + "tasks: []\n", "sandtable.yaml"))
-    assert b == Baselines("freight", 0, [], [], [], [])
+    assert b == Baselines("freight", 0, [], [], [], [], [])
     assert (b.do_nothing_rate, b.spam_rate) == (None, None)
     assert baseline_lines(b) == ["do-nothing passes 0 of 0 tasks (n/a)", "spam passes 0 of 0 tasks (n/a)"]
 
@@ -150,4 +155,5 @@ def test_the_bundled_examples() -> None:
     freight = baselines(load_domain(REPO / "example_domains" / "freight" / "sandtable.yaml"))
     clinic = baselines(load_domain(REPO / "example_domains" / "clinic" / "sandtable.yaml"))
     assert baseline_lines(freight)[0] == "do-nothing passes 0 of 17 tasks (0.0%)"
+    assert baseline_lines(freight)[2] == "spam passes 0 of 2 tasks that check replies (0.0%)"
     assert baseline_lines(clinic)[0] == "do-nothing passes 1 of 8 tasks (12.5%): wrong-date-of-birth"

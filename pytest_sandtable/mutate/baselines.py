@@ -16,6 +16,10 @@ faults and events included), with no model and no network:
   the data: its ``reply_includes`` phrases are all in the data (or it has none), and no
   ``never_disclose`` rule covers what the dump leaks. Tasks without a ``reference`` have
   no calls to follow: they are left out of this baseline's count and listed on their own.
+  Since spam makes the reference's calls, its world is the reference's: what it tests is
+  the checks on replies. So its figure comes twice: over every task with a reference
+  (passing one that checks no reply is a reply nobody reads), and over the tasks that
+  check replies (``reply_includes``), where passing means every phrase is in the data.
 
 The figures are the share of the counted tasks that pass; :func:`baseline_lines` words
 them for the terminal.
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.model import Domain, RefStep, Task
@@ -50,6 +54,9 @@ class Baselines:
     expect_nothing: list[str]
     # tasks without a reference: spam has no calls to follow, so they are not counted in it
     no_reference: list[str]
+    # tasks with a reference that check what the agent says (`reply_includes`): where spam
+    # passing means the phrases are all in the data it dumped, not that nothing is checked
+    reply_checked: list[str] = field(default_factory=list)
 
     @property
     def do_nothing_counted(self) -> int:
@@ -60,6 +67,12 @@ class Baselines:
     def spam_counted(self) -> int:
         """The tasks the spam rate is of: those with a reference."""
         return self.tasks - len(self.no_reference)
+
+    @property
+    def spam_reply_checked(self) -> list[str]:
+        """The tasks spam passes that check the reply: a dump of the data says every phrase."""
+        checked = set(self.reply_checked)
+        return [t for t in self.spam if t in checked]
 
     @property
     def do_nothing_rate(self) -> float | None:
@@ -80,6 +93,7 @@ def baselines(domain: Domain) -> Baselines:
     spam: list[str] = []
     expect_nothing: list[str] = []
     no_reference: list[str] = []
+    reply_checked: list[str] = []
     for task in domain.tasks:
         if task.expect_nothing:
             expect_nothing.append(task.id)
@@ -87,9 +101,12 @@ def baselines(domain: Domain) -> Baselines:
             do_nothing.append(task.id)
         if not task.reference:
             no_reference.append(task.id)
-        elif passes_spam(domain, task):
+            continue
+        if task.expect.reply_includes:
+            reply_checked.append(task.id)
+        if passes_spam(domain, task):
             spam.append(task.id)
-    return Baselines(domain.name, len(domain.tasks), do_nothing, spam, expect_nothing, no_reference)
+    return Baselines(domain.name, len(domain.tasks), do_nothing, spam, expect_nothing, no_reference, reply_checked)
 
 
 def passes_spam(domain: Domain, task: Task) -> bool:
@@ -142,9 +159,10 @@ def dump(value: Any) -> Iterator[str]:
         yield json.dumps(value, default=str)
 
 
-def _rate_line(agent: str, passed: list[str], counted: int, left_out: list[str], why: str) -> str:
+def _rate_line(agent: str, passed: list[str], counted: int, left_out: Sequence[str] = (), why: str = "",
+               which: str = "") -> str:
     share = f"{len(passed) / counted * 100:.1f}%" if counted else "n/a"  # as report.fmt.pct writes it
-    line = f"{agent} passes {len(passed)} of {counted} task{'' if counted == 1 else 's'} ({share})"
+    line = f"{agent} passes {len(passed)} of {counted} task{'' if counted == 1 else 's'}{which} ({share})"
     if passed:
         line += ": " + ", ".join(passed)
     if left_out:
@@ -155,8 +173,13 @@ def _rate_line(agent: str, passed: list[str], counted: int, left_out: list[str],
 def baseline_lines(b: Baselines) -> list[str]:
     """The terminal lines of ``b``, one a baseline, e.g.
     ``do-nothing passes 1 of 8 tasks (12.5%): cancel-nothing`` and
-    ``spam passes 0 of 8 tasks (0.0%)``."""
-    return [
+    ``spam passes 0 of 8 tasks (0.0%)``; then, when some tasks check the reply, spam's
+    share of those: ``spam passes 1 of 2 tasks that check replies (50.0%): verify-carrier``
+    (the others it passes check nothing it says)."""
+    lines = [
         _rate_line("do-nothing", b.do_nothing, b.do_nothing_counted, b.expect_nothing, "with expect_nothing: true"),
         _rate_line("spam", b.spam, b.spam_counted, b.no_reference, "without a reference"),
     ]
+    if b.reply_checked:
+        lines.append(_rate_line("spam", b.spam_reply_checked, len(b.reply_checked), which=" that check replies"))
+    return lines
