@@ -13,6 +13,7 @@ from . import faults, handlers
 from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
+    Accept,
     CallMatcher,
     Check,
     Domain,
@@ -202,6 +203,10 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
         expect_nothing=t.get("expect_nothing", False),
         faults=faults.build_faults(t.get("faults", []), doc.pos, ("tasks", i)),
         events=faults.build_events(t.get("events", []), doc.pos, ("tasks", i)),
+        accept=tuple(
+            Accept(mutant=a["mutant"], reason=a["reason"], pos=doc.pos(("tasks", i, "accept", j)))
+            for j, a in enumerate(t.get("accept", []))
+        ),
     )
 
 

@@ -861,6 +861,23 @@ def _tasks(c: _Checker) -> None:
             _step(c, _map(step), (*path, "reference", j))
         _reference_world(c, task, path)
         faults.check_task(c, task, path)
+        _accept(c, task.get("accept"), (*path, "accept"))
+
+
+def _accept(c: _Checker, entries: Any, path: PathTuple) -> None:
+    """Each mutant is accepted once in a task: a second entry for it is a problem at the
+    second (which reason holds?). Whether the id names a mutant that `mutate` generates
+    is `mutate`'s check; the schema checks each entry's shape."""
+    first_at: dict[str, int] = {}
+    for j, entry in _items(entries):
+        mutant = _map(entry).get("mutant")
+        if not isinstance(mutant, str) or not mutant:
+            continue
+        if mutant in first_at:
+            c.add((*path, j, "mutant"), f"mutant '{clip(mutant)}' is accepted twice in this task"
+                                        f"{c.line_of((*path, first_at[mutant]))}")
+        else:
+            first_at[mutant] = j
 
 
 def _reference_world(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:

@@ -271,6 +271,18 @@ class Event:
     pos: Pos | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class Accept:
+    """A mutant of the task's reference that the policy allows (the task's ``accept:``
+    list): ``mutant`` is its id as ``mutate`` prints it, ``reason`` why it is allowed.
+    ``mutate`` counts it as accepted, not as a survivor, and checks that the id names a
+    mutant it generates (the loader only checks the entry's shape)."""
+
+    mutant: str
+    reason: str
+    pos: Pos | None = field(default=None, compare=False)
+
+
 @dataclass
 class Task:
     id: str
@@ -293,6 +305,8 @@ class Task:
     # calls that fail and changes that happen under the agent (docs/spec.md, "Faults and events")
     faults: list[Fault] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # mutants of the reference the policy allows, each with its reason (docs/spec.md, "Accepted mutants")
+    accept: tuple[Accept, ...] = ()
 
 
 @dataclass

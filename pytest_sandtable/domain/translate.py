@@ -66,6 +66,14 @@ def translate(doc: Document, errors: Iterable[Any], base: PathTuple = ()) -> lis
     return _Translator(doc, base).translate(errors)
 
 
+def _hint(path: PathTuple) -> str:
+    """What to write, for a key missing or empty at ``path`` whose purpose the bare
+    problem does not say: an accepted mutant's reason."""
+    if len(path) == 5 and path[0] == "tasks" and path[2] == "accept" and path[4] == "reason":
+        return "; say why the policy allows this mutant"
+    return ""
+
+
 def _json_schema_keyword(key: str, allowed: list[str]) -> bool:
     """Whether ``key``, unknown in a mapping that takes ``allowed``, is a JSON Schema
     keyword written in a tool param."""
@@ -141,7 +149,7 @@ class _Translator:
         if v == "required" and isinstance(inst, dict):
             typos = self.typos.get(path, set())
             return [
-                self._problem(path, f"missing required key '{k}'")
+                self._problem(path, f"missing required key '{k}'" + _hint((*self.base, *path, k)))
                 for k in e.validator_value
                 if k not in inst and k not in typos
             ]
@@ -200,7 +208,7 @@ class _Translator:
         if v == "pattern":
             return f"found {show(inst)}, expected {_describe(vv)}"
         if v == "minLength":
-            return "found an empty string, expected text"
+            return "found an empty string, expected text" + _hint(self.base + path)
         if v == "minItems":
             what = "an empty array" if not inst else f"{len(inst)} item{'s' if len(inst) > 1 else ''}"
             return f"found {what}, expected at least {vv} item{'s' if vv > 1 else ''}"

@@ -62,6 +62,12 @@ def _silent_agent(turn: Turn) -> str:
     return ""
 
 
+def passes_when_silent(domain: Domain, task: Task) -> bool:
+    """Whether ``task`` passes when the agent never calls a tool and says nothing, against
+    the task's scripted user: lint's check, and ``mutate``'s do-nothing baseline."""
+    return run_trial(domain, task, _silent_agent, ScriptedUser(), wait_latency=False).verdict == "passed"
+
+
 class _TracingUser:
     """The scripted user, noting which script lines it said (by index)."""
 
@@ -264,7 +270,7 @@ def _silence_findings(domain: Domain, task: Task) -> list[tuple[str, str]]:
     e = task.expect
     if not (e.state or e.called or e.reply_includes or e.not_called or e.world_matches_reference):
         return [(WARNING, "has no expectations: any agent that breaks no rule passes it")]
-    if run_trial(domain, task, _silent_agent, ScriptedUser(), wait_latency=False).verdict != "passed":
+    if not passes_when_silent(domain, task):
         if task.expect_nothing:
             return [(NOTE, "fails when the agent does nothing, so `expect_nothing: true` changes nothing here")]
         return []
