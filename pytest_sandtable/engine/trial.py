@@ -49,7 +49,7 @@ from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
-from .tools import ArgError, coerce_args, plain_arguments, text_of
+from .tools import RECORDED_LIMIT, ArgError, clipped_text, coerce_args, recorded_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
@@ -232,6 +232,8 @@ class _Trial:
         n, fault = 0, None
         if tool is None:
             known = ", ".join(self.tool_by_name)
+            if len(name) > RECORDED_LIMIT:  # an agent's 50 MB "name": the call log keeps it clipped
+                name = clipped_text(name, len(name), "characters")
             result = ToolResult(False, error=404, message=f"unknown tool {name!r}; the tools are {known}")
         else:
             try:
@@ -255,12 +257,14 @@ class _Trial:
                     raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
                 except Exception as e:  # the domain's ops, not the agent, went wrong
                     raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
-                if result.ok:
-                    self.succeeded.append((tool.name, args))
-                    if tool.handoff:
-                        self.handed_off = True
-        recorded = plain_arguments(args)[0]
+                if result.ok and tool.handoff:
+                    self.handed_off = True
+        # clipped to the caps here, not when the trial is written: the trial never holds an
+        # agent's huge argument past its call (the rules, checks and ops above read it whole)
+        recorded, cut = recorded_arguments(args)
         ok = result.ok
+        if ok and tool is not None:  # what `before` rules compare later calls with: the log's copy, if clipped
+            self.succeeded.append((tool.name, recorded if cut else args))
         call: dict[str, Any] = {
             "index": index,
             "turn": self.turn,
@@ -312,6 +316,8 @@ class _Trial:
             for inv in rules:
                 detail = check_call(inv, tool.name, args, self.world, self.succeeded)
                 if detail:
+                    if len(detail) > RECORDED_LIMIT:  # it quotes a huge argument: kept as the log keeps one
+                        detail = clipped_text(detail, len(detail), "characters")
                     found.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
         except Exception as e:  # the domain's rules, not the agent, went wrong
             raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None

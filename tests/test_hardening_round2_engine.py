@@ -1,0 +1,122 @@
+"""The engine survives what agents send and what handlers do (issue 21, items 3, 12, 13
+and 15): huge tool arguments are clipped when a call is recorded, whatever a handler
+raises errors its trial as the domain's fault, a handler cannot change the seed later
+trials start from, and a handler that never returns errors its trial at the trial
+timeout while the run goes on."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import tracemalloc
+from typing import Any
+
+import pytest
+
+import pytest_sandtable as st
+from pytest_sandtable.report import safe
+
+MB = 1_000_000
+RECORDED_LIMIT = 20_000  # characters of one argument the call log keeps (report.safe's VALUE_LIMIT)
+
+ECHO = """
+world:
+  notes: { key: id, fields: [text] }
+tools:
+  - name: echo
+    params: { text: { type: string }, data: { type: object, required: false } }
+    ops:
+      - respond: { ok: true }
+  - name: take_note
+    params: { text: { type: string } }
+    ops:
+      - create: { table: notes, row: { text: "short" } }
+invariants:
+  - { id: note-first, kind: before, then: echo, first: take_note, same: [text], soft: true }
+tasks:
+  - id: one
+    user: { opening: "Hi." }
+    expect:
+      called: [{ tool: echo }]
+"""
+
+
+# -- item 3: an agent's huge arguments ----------------------------------------------------------
+
+
+def test_the_call_logs_cap_is_the_reports() -> None:
+    from pytest_sandtable.engine import tools
+    from pytest_sandtable.engine.tools import recorded_arguments
+
+    assert tools.RECORDED_LIMIT == RECORDED_LIMIT == safe.VALUE_LIMIT == safe.TEXT_LIMIT
+    text = "x" * (3 * RECORDED_LIMIT)
+    recorded, cut = recorded_arguments({"text": text, "data": {"rows": [text]}})
+    assert cut
+    # what the log keeps is what results.json shows: clipping it again there changes nothing
+    assert safe.clip_value(recorded["text"]) == recorded["text"] == safe.clip_value(text)
+    assert safe.clip_value(recorded["data"]) == recorded["data"] == safe.clip_value({"rows": [text]})
+    assert recorded_arguments({"text": "short", "n": 1}) == ({"text": "short", "n": 1}, False)
+    assert recorded_arguments({"data": {"rows": ["a" * 100] * 10}})[1] is False
+
+
+def test_huge_arguments_are_clipped_when_the_call_is_recorded(make_domain: Any) -> None:
+    domain = make_domain(ECHO)
+    seen: list[int] = []
+
+    def agent(turn: st.Turn) -> str:
+        for i in range(12):
+            text = chr(97 + i) * (50 * MB)
+            r = turn.call_tool("take_note" if i == 0 else "echo", {"text": text})
+            seen.append(len(text) if r.ok else -1)
+        turn.call_tool("echo", {"text": "y", "data": {"blob": "z" * (50 * MB)}})
+        turn.call_tool("e" * (50 * MB), {})  # an unknown tool's "name"
+        return "done"
+
+    tracemalloc.start()
+    try:
+        r = st.run_trial(domain, "one", agent, st.ScriptedUser())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.verdict == "passed", (r.error, r.failed_checks)
+    assert seen == [50 * MB] * 12
+    marker = "… [clipped: 50,000,000 characters]"
+    texts = [c["args"]["text"] for c in r.calls[:12]]
+    assert [(len(t), t[0], t.endswith(marker)) for t in texts] == [(RECORDED_LIMIT, chr(97 + i), True)
+                                                                    for i in range(12)]
+    assert r.calls[12]["args"]["data"].endswith("… [clipped: 50,000,012 characters of JSON]")
+    assert len(r.calls[13]["tool"]) == RECORDED_LIMIT and r.calls[13]["error"]["code"] == 404
+    # the rule ran on the whole argument: echo's texts were never a note's (the first call's was)
+    assert [v.invariant for v in r.violations] == ["note-first"] * 12
+    # the trial held one agent argument at a time (50 MB, and the rule's text quoting it),
+    # never the twelve (600 MB)
+    assert peak < 320 * MB, f"{peak / MB:.0f} MB"
+
+
+BIG_AGENT = """
+import resource
+# the whole run in 700 MB of address space: the twelve arguments alone are 600 MB
+resource.setrlimit(resource.RLIMIT_AS, (700 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+import pytest
+
+def big_agent(turn):
+    for i in range(12):
+        turn.call_tool("echo", {"text": chr(97 + i) * 50_000_000})
+    return "done"
+
+@pytest.fixture
+def sandtable_agent():
+    return big_agent
+"""
+
+
+def test_a_run_of_an_agent_sending_600_mb_of_arguments_writes_its_results(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", sandtable="version: 1\nname: big\n" + textwrap.dedent(ECHO).lstrip())
+    pytester.makeconftest(BIG_AGENT)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--sandtable-out=out")
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "out" / "results.json").read_text(encoding="utf-8"))
+    (trial,) = doc["trials"]
+    assert [len(c["args"]["text"]) for c in trial["calls"]] == [RECORDED_LIMIT] * 12
+    assert trial["calls"][11]["args"]["text"].endswith("l… [clipped: 50,000,000 characters]")
