@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import textwrap
 import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,3 +122,155 @@ def test_a_run_of_an_agent_sending_600_mb_of_arguments_writes_its_results(pytest
     (trial,) = doc["trials"]
     assert [len(c["args"]["text"]) for c in trial["calls"]] == [RECORDED_LIMIT] * 12
     assert trial["calls"][11]["args"]["text"].endswith("l… [clipped: 50,000,000 characters]")
+
+
+# -- handler domains (items 12, 13 and 15) ------------------------------------------------------
+
+HANDLERS = '''
+import asyncio, signal, time
+
+
+class Meltdown(BaseException):
+    """A handler's own BaseException subclass."""
+
+
+RAISED = {
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "Meltdown": lambda: Meltdown("reactor core"),
+    "CancelledError": asyncio.CancelledError,
+    "SystemExit": lambda: SystemExit(3),
+}
+
+
+def raise_it(args, world, ctx):
+    raise RAISED[args["kind"]]()
+
+
+def ctrl_c(args, world, ctx):
+    signal.raise_signal(signal.SIGINT)  # as the terminal does on Ctrl-C
+    return "not reached"
+
+
+def spin(args, world, ctx):
+    while True:
+        pass
+
+
+def nap(args, world, ctx):
+    time.sleep(3600)
+
+
+def poke(args, world, ctx):
+    world._world.get("tickets", "T1")["status"] = "poked"  # the private world, past the handle's copies
+    world._world.get("tickets", "T1")["tags"].append("poked")
+    return "poked"
+
+
+def look(args, world, ctx):
+    return world.get("tickets", "T1")
+'''
+
+DESK = """\
+version: 1
+name: desk
+world:
+  tickets:
+    key: id
+    rows:
+      - { id: T1, status: open, tags: [first] }
+tools:
+  - name: raise_it
+    params: { kind: { type: string } }
+    handler: r2_handlers:raise_it
+  - { name: ctrl_c, handler: "r2_handlers:ctrl_c" }
+  - { name: spin, handler: "r2_handlers:spin" }
+  - { name: nap, handler: "r2_handlers:nap" }
+  - { name: poke, handler: "r2_handlers:poke" }
+  - { name: look, handler: "r2_handlers:look" }
+tasks:
+"""
+
+DESK_TASKS = {
+    **{f"raise-{kind}": [{"call": "raise_it", "args": {"kind": kind}}]
+       for kind in ("KeyboardInterrupt", "GeneratorExit", "Meltdown", "CancelledError", "SystemExit")},
+    "ctrl-c": [{"call": "ctrl_c"}],
+    "spin": [{"call": "spin"}],
+    "nap": [{"call": "nap"}],
+    "poke": [{"call": "poke"}],
+    "look": [{"call": "look"}],
+}
+
+
+def desk_text() -> str:
+    tasks = "".join(
+        f"  - id: {task}\n    user: {{ opening: \"Hi.\" }}\n    reference: {json.dumps([*calls, {'say': 'Done.'}])}\n"
+        for task, calls in DESK_TASKS.items()
+    )
+    return DESK + tasks
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Iterator[st.Domain]:
+    import sys
+
+    (tmp_path / "r2_handlers.py").write_text(HANDLERS, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(desk_text(), encoding="utf-8")
+    yield st.load_domain(tmp_path / "sandtable.yaml")
+    sys.modules.pop("r2_handlers", None)
+
+
+class SyncAgent:
+    """Plays the task's reference as a sync agent, which runs in a thread of its own."""
+
+    def __init__(self, domain: st.Domain) -> None:
+        self.domain = domain
+
+    def __call__(self, turn: st.Turn) -> str:
+        return st.ReferenceAgent(self.domain.task(turn.trial.task_id).reference)(turn)
+
+
+def agents(domain: st.Domain) -> dict[str, Any]:
+    return {"sync": SyncAgent(domain), "reference": st.ReferenceAgent()}
+
+
+# -- item 12: whatever a handler raises is the domain's fault -----------------------------------
+
+RAISED_TEXT = {
+    "KeyboardInterrupt": "KeyboardInterrupt",
+    "GeneratorExit": "GeneratorExit",
+    "Meltdown": "Meltdown: reactor core",
+    "CancelledError": "CancelledError",
+    "SystemExit": "SystemExit: 3",
+}
+
+
+@pytest.mark.parametrize("agent", ["sync", "reference"])
+@pytest.mark.parametrize("kind", list(RAISED_TEXT))
+def test_a_handler_raising_a_base_exception_errors_its_trial(desk: st.Domain, kind: str, agent: str) -> None:
+    r = st.run_trial(desk, f"raise-{kind}", agents(desk)[agent], st.ScriptedUser())
+    assert (r.verdict, r.ended_by, r.failed_checks) == ("errored", "domain_error", [])
+    assert r.error is not None
+    head, _, trace = r.error.partition("\n")
+    assert head == f"the domain failed running raise_it: its handler r2_handlers:raise_it raised {RAISED_TEXT[kind]}"
+    assert "in raise_it" in trace
+    # and the next trial runs as ever
+    assert st.run_trial(desk, "look", agents(desk)[agent], st.ScriptedUser()).verdict == "passed"
+
+
+def test_a_real_ctrl_c_during_a_handler_call_on_the_main_thread_stops_the_run(desk: st.Domain) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        st.run_trial(desk, "ctrl-c", st.ReferenceAgent(), st.ScriptedUser())
+
+
+def test_ctrl_c_in_a_handler_stops_a_pytest_run(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", sandtable=desk_text())
+    pytester.makepyfile(r2_handlers=HANDLERS)
+    pytester.syspathinsert()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-rN",
+                                           "--sandtable-agent=reference", "--sandtable-trial-timeout=5", timeout=120)
+    result.stdout.fnmatch_lines([
+        "*: KeyboardInterrupt: Ctrl-C while the handler r2_handlers:ctrl_c of tool ctrl_c ran",
+        "*= 5 errors in *",  # the five raise-* trials before it; none after it ran
+    ])
+    assert result.ret == pytest.ExitCode.INTERRUPTED

@@ -10,15 +10,20 @@ The function is called as ``function(args, world, ctx)`` (docs/handlers.md):
   simulated clock (never wall time: results must not depend on when a trial ran).
 
 It returns the tool's result (a JSON value) or raises :class:`ToolError` (a tool error
-the agent sees). Anything else it raises is a bug of the domain: :class:`HandlerBug`,
-which errors the trial with the handler's traceback.
+the agent sees). Anything else it raises, a BaseException too (``SystemExit``,
+``KeyboardInterrupt``, ``GeneratorExit``, its own subclass), is a bug of the domain:
+:class:`HandlerBug`, which errors the trial with the handler's traceback. The one
+exception is a real Ctrl-C that arrives during the call (:class:`HandlerInterrupted`),
+which stops the run.
 """
 
 from __future__ import annotations
 
+import dis
 import marshal
 import math
 import random
+import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -27,11 +32,14 @@ from ..domain.handlers import HandlerImportError, clock_now, handler_folder, res
 from ..domain.model import Domain, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
-from .invoke import agent_traceback
+from .invoke import EngineStop, agent_traceback
 from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
-__all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler", "run_tool"]
+__all__ = [
+    "HandlerBug", "HandlerContext", "HandlerInterrupted", "HandlerState", "ToolError", "WorldHandle", "run_handler",
+    "run_tool",
+]
 
 
 class ToolError(Exception):
@@ -53,6 +61,32 @@ class HandlerBug(Exception):
     """A handler raised something other than :class:`ToolError`, returned what is not a
     JSON value, or could not be imported: the domain's bug, which errors the trial. Its
     text is the trial's reason (with the handler's traceback, when it raised)."""
+
+
+class HandlerInterrupted(EngineStop, KeyboardInterrupt):
+    """Ctrl-C arrived while a handler ran (see :func:`_ctrl_c`): an engine stop, so that it
+    goes up through the agent's code as itself, and a KeyboardInterrupt, so that the run
+    stops as on any other Ctrl-C (the trial is not recorded)."""
+
+
+def _ctrl_c(e: KeyboardInterrupt) -> bool:
+    """Whether a KeyboardInterrupt out of a handler may be a real Ctrl-C rather than the
+    handler's own: only the main thread gets signals (a handler called in an agent's
+    thread or a pool's never sees one), and a signal interrupts the running code between
+    instructions or inside a call (``time.sleep``), never at a ``raise`` statement, which
+    is where ``raise KeyboardInterrupt`` in the handler's code (or code it calls) leaves
+    the innermost frame of the traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    tb = e.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    for ins in dis.get_instructions(tb.tb_frame.f_code):
+        if ins.offset == tb.tb_lasti:
+            return ins.opname != "RAISE_VARARGS"
+    return True
 
 
 class HandlerState:
@@ -258,8 +292,11 @@ def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerSt
     except ToolError as e:
         world.rollback(sp)
         return ToolResult(False, error=e.status, message=e.message)
-    except (Exception, SystemExit) as e:  # the handler's own bug: the domain's, not the agent's
+    except BaseException as e:  # the handler's own bug, whatever it raised: the domain's, not the agent's
         world.rollback(sp)
+        if isinstance(e, KeyboardInterrupt) and _ctrl_c(e):
+            # a real Ctrl-C during the call: the run stops
+            raise HandlerInterrupted(f"Ctrl-C while the handler {tool.handler} of tool {tool.name} ran") from e
         raise HandlerBug(_raised(tool, e)) from None
     try:
         return ToolResult(True, value=_json_copy(value))

@@ -31,7 +31,7 @@ from .api import (
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
 from .grading import grade
-from .handlers import HandlerBug, HandlerState, run_tool
+from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
     Deadline,
     EngineStop,
@@ -750,10 +750,13 @@ async def arun_trial(
     (the engine's own replays: lint, the reference replay of attribution)."""
     if isinstance(task, str):
         task = domain.task(task)
-    result = await _graded_trial(
-        domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
-        wait_latency,
-    )
+    try:
+        result = await _graded_trial(
+            domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
+            wait_latency,
+        )
+    except HandlerInterrupted as e:  # Ctrl-C while a handler ran: the run stops, as on any Ctrl-C
+        raise KeyboardInterrupt(str(e)) from None
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
     return result
