@@ -274,3 +274,46 @@ def test_ctrl_c_in_a_handler_stops_a_pytest_run(pytester: pytest.Pytester) -> No
         "*= 5 errors in *",  # the five raise-* trials before it; none after it ran
     ])
     assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+# -- item 13: a handler cannot change the seed every later trial starts from --------------------
+
+
+@pytest.mark.parametrize("agent", ["sync", "reference"])
+def test_a_handler_reaches_no_engine_object_so_the_seed_stays(desk: st.Domain, agent: str) -> None:
+    r = st.run_trial(desk, "poke", agents(desk)[agent], st.ScriptedUser())
+    assert r.verdict == "errored"
+    assert r.error is not None and r.error.startswith(
+        "the domain failed running poke: its handler r2_handlers:poke raised AttributeError: ")
+    # the next trial starts from the seed as written
+    after = st.run_trial(desk, "look", agents(desk)[agent], st.ScriptedUser())
+    assert after.calls[0]["result"] == {"id": "T1", "status": "open", "tags": ["first"]}
+    assert desk.tables["tickets"].rows == [{"id": "T1", "status": "open", "tags": ["first"]}]
+
+
+def test_what_a_handler_is_given_leads_to_no_row_of_the_world(desk: st.Domain) -> None:
+    from pytest_sandtable.engine.handlers import HandlerState
+    from pytest_sandtable.engine.world import World, seed_for
+
+    state = HandlerState(desk, desk.task("look"), 7)
+    world = World(seed_for(desk))
+    handle, ctx = state.handle(world), st.HandlerContext(state, "look", 0)
+    seed_row = world.get("tickets", "T1")
+    # nothing reachable through attributes (of the handle, of ctx, of what those hold) is the
+    # world, the domain or a seed row
+    seen: set[int] = set()
+    todo: list[Any] = [handle, ctx]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, (str, int, float, type(None))):
+            continue
+        seen.add(id(obj))
+        assert obj is not world and obj is not desk and obj is not seed_row and obj is not state, obj
+        for name in dir(obj):
+            if not name.startswith("__"):
+                try:
+                    todo.append(getattr(obj, name))
+                except Exception:
+                    pass
+    assert handle.get("tickets", "T1") == seed_row and handle.get("tickets", "T1") is not seed_row
+    assert (ctx.seed, ctx.tool, ctx.call_index) == (7, "look", 0)

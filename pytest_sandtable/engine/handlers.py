@@ -24,7 +24,7 @@ import marshal
 import math
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -89,18 +89,18 @@ def _ctrl_c(e: KeyboardInterrupt) -> bool:
     return True
 
 
-class HandlerState:
-    """What a trial's handlers share across its calls: the seed, one ``random.Random``
-    and the simulated clock. Built with every trial, so it costs nothing until a handler
-    runs (the clock and the generator are made on first use)."""
+class _Shared:
+    """What a trial's handler calls share and a handler's ``ctx`` reads: the seed, one
+    ``random.Random`` and the simulated clock (made on first use). Plain values only: a
+    handler's ``ctx`` leads to no engine object (see :class:`WorldHandle`)."""
 
-    def __init__(self, domain: Domain, task: Task, seed: int) -> None:
-        self.domain = domain
-        self.task = task
+    __slots__ = ("_clock", "_now", "_random", "seed")
+
+    def __init__(self, seed: int, domain_clock: Any, task_clock: Any) -> None:
         self.seed = seed
+        self._clock = (domain_clock, task_clock)
         self._random: random.Random | None = None
         self._now: datetime | None = None
-        self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
 
     @property
     def random(self) -> random.Random:
@@ -111,15 +111,8 @@ class HandlerState:
     @property
     def now(self) -> datetime:
         if self._now is None:
-            self._now = clock_now(self.domain.clock_now, self.task.clock_now)
+            self._now = clock_now(*self._clock)
         return self._now
-
-    def function(self, tool: Tool) -> Any:
-        """The tool's handler function, looked up once per trial (resolved once per process)."""
-        fn = self._functions.get(tool.name)
-        if fn is None:
-            fn = self._functions[tool.name] = _function(tool, self.domain)
-        return fn
 
     def advance(self, seconds: float) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
@@ -129,6 +122,46 @@ class HandlerState:
         self._now = self.now + timedelta(seconds=seconds)
 
 
+class HandlerState:
+    """What a trial's handlers share across its calls: the seed, one ``random.Random``
+    and the simulated clock. Built with every trial, so it costs nothing until a handler
+    runs (the clock and the generator are made on first use). The engine's: a handler is
+    given neither this nor the world (see :class:`WorldHandle`)."""
+
+    def __init__(self, domain: Domain, task: Task, seed: int) -> None:
+        self.domain = domain
+        self.task = task
+        self.seed = seed
+        self.shared = _Shared(seed, domain.clock_now, task.clock_now)
+        self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
+        self._handle: tuple[World, WorldHandle] | None = None  # the world's handle, made on the first call
+
+    @property
+    def random(self) -> random.Random:
+        return self.shared.random
+
+    @property
+    def now(self) -> datetime:
+        return self.shared.now
+
+    def function(self, tool: Tool) -> Any:
+        """The tool's handler function, looked up once per trial (resolved once per process)."""
+        fn = self._functions.get(tool.name)
+        if fn is None:
+            fn = self._functions[tool.name] = _function(tool, self.domain)
+        return fn
+
+    def handle(self, world: World) -> WorldHandle:
+        """The handlers' handle over ``world``, made once per trial (and world)."""
+        made = self._handle
+        if made is None or made[0] is not world:
+            made = self._handle = (world, WorldHandle(world, self.domain))
+        return made[1]
+
+    def advance(self, seconds: float) -> None:
+        self.shared.advance(seconds)
+
+
 class HandlerContext:
     """The ``ctx`` of one handler call. ``seed`` is the trial's; ``random`` is a
     ``random.Random(seed)`` shared by the trial's handler calls in order (so the same
@@ -136,26 +169,28 @@ class HandlerContext:
     timezone-aware ``datetime``), which :meth:`advance` moves for the rest of the trial;
     ``tool`` and ``call_index`` (0-based, as in the call log) name this call."""
 
-    def __init__(self, state: HandlerState, tool: str, call_index: int) -> None:
-        self._state = state
+    __slots__ = ("_shared", "call_index", "tool")
+
+    def __init__(self, state: HandlerState | _Shared, tool: str, call_index: int) -> None:
+        self._shared = state.shared if isinstance(state, HandlerState) else state
         self.tool = tool
         self.call_index = call_index
 
     @property
     def seed(self) -> int:
-        return self._state.seed
+        return self._shared.seed
 
     @property
     def random(self) -> random.Random:
-        return self._state.random
+        return self._shared.random
 
     @property
     def now(self) -> datetime:
-        return self._state.now
+        return self._shared.now
 
     def advance(self, seconds: float) -> None:
         """Move the simulated clock forward by ``seconds`` (for the rest of the trial)."""
-        self._state.advance(seconds)
+        self._shared.advance(seconds)
 
     def __repr__(self) -> str:
         return f"HandlerContext(tool={self.tool!r}, call_index={self.call_index}, now={self.now.isoformat()})"
@@ -165,66 +200,85 @@ class WorldHandle:
     """A handler's view of the trial's world. Rows it returns are copies (changing them
     changes nothing); its writes are the world's recorded writes, as the ops' are. A
     missing key on ``update`` or ``delete`` raises ``ToolError(404, ...)``, creating a
-    key that exists ``ToolError(409, ...)``, as the ops' would."""
+    key that exists ``ToolError(409, ...)``, as the ops' would.
+
+    It holds no engine object a handler could reach: its methods are closures over the
+    world, so no attribute leads to the world's rows, whose seed rows every trial shares
+    (a handler that changed one through ``world._world`` changed every later trial's
+    start: issue 21 #13)."""
+
+    __slots__ = ("create", "delete", "get", "list", "update")
+
+    get: Callable[[str, Any], dict[str, Any] | None]
+    list: Callable[..., list[dict[str, Any]]]
+    create: Callable[[str, Mapping[str, Any]], dict[str, Any]]
+    update: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
+    delete: Callable[[str, Any], dict[str, Any]]
 
     def __init__(self, world: World, domain: Domain) -> None:
-        self._world = world
-        self._domain = domain
+        tables = domain.tables
 
-    def _table(self, table: Any) -> str:
-        if not isinstance(table, str) or table not in self._domain.tables:
-            raise ValueError(f"unknown table {table!r}; the tables are {quoted(self._domain.tables)}")
-        return table
+        def table_of(table: Any) -> str:
+            if not isinstance(table, str) or table not in tables:
+                raise ValueError(f"unknown table {table!r}; the tables are {quoted(tables)}")
+            return table
 
-    def get(self, table: str, key: Any) -> dict[str, Any] | None:
-        """The row with this key (a copy), or None."""
-        row = self._world.get(self._table(table), key)
-        return _row_copy(row) if row is not None else None
+        def get(table: str, key: Any) -> dict[str, Any] | None:
+            """The row with this key (a copy), or None."""
+            row = world.get(table_of(table), key)
+            return _row_copy(row) if row is not None else None
 
-    def list(
-        self, table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """The rows matching ``where`` (field -> value, or an operator object such as
-        ``{"gte": 3}``, as in the spec), in table order, at most ``limit`` of them."""
-        if where is not None and not isinstance(where, Mapping):
-            raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
-        rows = self._world.select(self._table(table), dict(where or {}), limit=limit)
-        return _rows_copy(rows)
+        def list_(
+            table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
+        ) -> list[dict[str, Any]]:
+            """The rows matching ``where`` (field -> value, or an operator object such as
+            ``{"gte": 3}``, as in the spec), in table order, at most ``limit`` of them."""
+            if where is not None and not isinstance(where, Mapping):
+                raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
+            rows = world.select(table_of(table), dict(where or {}), limit=limit)
+            return _rows_copy(rows)
 
-    def create(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
-        name = self._table(table)
-        if not isinstance(row, Mapping):
-            raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
-        row = _written(row, f"world.create({name!r}, row)", "row")
-        try:
-            return _row_copy(self._world.create(name, row))
-        except Conflict as e:
-            raise ToolError(409, str(e)) from None
+        def create(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+            """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
+            name = table_of(table)
+            if not isinstance(row, Mapping):
+                raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
+            row = _written(row, f"world.create({name!r}, row)", "row")
+            try:
+                return _row_copy(world.create(name, row))
+            except Conflict as e:
+                raise ToolError(409, str(e)) from None
 
-    def update(self, table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace whole fields of the row with this key; the row as updated."""
-        name = self._table(table)
-        if not isinstance(values, Mapping):
-            raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
-        values = _written(values, f"world.update({name!r}, key, values)", "values")
-        field = self._domain.tables[name].key
-        if field in values and _key_text(values[field]) != _key_text(key):
-            raise ValueError(f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
-        try:
-            return _row_copy(self._world.update(name, key, values))
-        except NotFound as e:
-            raise ToolError(404, str(e)) from None
+        def update(table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+            """Replace whole fields of the row with this key; the row as updated."""
+            name = table_of(table)
+            if not isinstance(values, Mapping):
+                raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
+            values = _written(values, f"world.update({name!r}, key, values)", "values")
+            field = tables[name].key
+            if field in values and _key_text(values[field]) != _key_text(key):
+                raise ValueError(
+                    f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
+            try:
+                return _row_copy(world.update(name, key, values))
+            except NotFound as e:
+                raise ToolError(404, str(e)) from None
 
-    def delete(self, table: str, key: Any) -> dict[str, Any]:
-        """Delete the row with this key; the row as it was."""
-        name = self._table(table)
-        try:
-            return self._world.delete(name, key)
-        except NotFound as e:
-            raise ToolError(404, str(e)) from None
+        def delete(table: str, key: Any) -> dict[str, Any]:
+            """Delete the row with this key; the row as it was."""
+            name = table_of(table)
+            try:
+                return world.delete(name, key)  # a copy already
+            except NotFound as e:
+                raise ToolError(404, str(e)) from None
+
+        list_.__name__ = list_.__qualname__ = "list"
+        self.get, self.list, self.create, self.update, self.delete = get, list_, create, update, delete
+
+    def __repr__(self) -> str:
+        return "WorldHandle(get, list, create, update, delete)"
 
 
 def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
@@ -288,7 +342,7 @@ def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerSt
     fn = state.function(tool)
     sp = world.savepoint()
     try:
-        value = fn(copy_row(args), WorldHandle(world, state.domain), HandlerContext(state, tool.name, index))
+        value = fn(copy_row(args), state.handle(world), HandlerContext(state.shared, tool.name, index))
     except ToolError as e:
         world.rollback(sp)
         return ToolResult(False, error=e.status, message=e.message)
