@@ -317,3 +317,54 @@ def test_what_a_handler_is_given_leads_to_no_row_of_the_world(desk: st.Domain) -
                     pass
     assert handle.get("tickets", "T1") == seed_row and handle.get("tickets", "T1") is not seed_row
     assert (ctx.seed, ctx.tool, ctx.call_index) == (7, "look", 0)
+
+
+# -- item 15: a handler that never returns errors its trial at the trial timeout -----------------
+
+
+@pytest.mark.parametrize(("agent", "task"), [("reference", "spin"), ("reference", "nap"), ("sync", "nap")])
+def test_a_handler_that_never_returns_errors_its_trial_at_the_timeout(desk: st.Domain, agent: str, task: str) -> None:
+    import signal
+    import time
+
+    started = time.monotonic()
+    r = st.run_trial(desk, task, agents(desk)[agent], st.ScriptedUser(), trial_timeout=1)
+    assert time.monotonic() - started < 5
+    assert (r.verdict, r.ended_by, r.failed_checks) == ("errored", "domain_error", [])
+    assert r.error == (f"the domain failed running {task}: its handler r2_handlers:{task} did not return before "
+                       "the trial timeout of 1s")
+    # the alarm is put back as it was, and the next trial runs
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert st.run_trial(desk, "look", agents(desk)[agent], st.ScriptedUser(), trial_timeout=1).verdict == "passed"
+
+
+SYNC_DESK_AGENT = """
+import pytest_sandtable as st
+
+def sync_agent(turn):  # a sync agent: it runs in a thread of its own
+    task = st.load_domain("sandtable.yaml").task(turn.trial.task_id)
+    return st.ReferenceAgent(task.reference)(turn)
+"""
+
+
+@pytest.mark.parametrize("agent", ["reference", "desk_agent:sync_agent"])
+def test_a_run_goes_on_past_handlers_that_never_return(pytester: pytest.Pytester, agent: str) -> None:
+    pytester.makefile(".yaml", sandtable=desk_text())
+    pytester.makepyfile(r2_handlers=HANDLERS, desk_agent=SYNC_DESK_AGENT)
+    pytester.syspathinsert()
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", f"--sandtable-agent={agent}", "--sandtable-trial-timeout=1",
+        "--sandtable-out=out", "-k", "spin or nap or look", timeout=60)
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines([
+        "*spin* errored *",
+        "*the domain failed running spin: its handler r2_handlers:spin did not return before the trial timeout of 1s*",
+    ])
+    doc = json.loads((pytester.path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert {t["task"]: (t["verdict"], t["error"]) for t in doc["trials"]} == {
+        "spin": ("errored", "the domain failed running spin: its handler r2_handlers:spin did not return before "
+                            "the trial timeout of 1s"),
+        "nap": ("errored", "the domain failed running nap: its handler r2_handlers:nap did not return before "
+                           "the trial timeout of 1s"),
+        "look": ("passed", None),
+    }

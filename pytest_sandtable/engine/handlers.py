@@ -20,19 +20,23 @@ which stops the run.
 from __future__ import annotations
 
 import dis
+import importlib
 import marshal
 import math
+import os
 import random
+import signal
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from ..domain.conditions import format_value
 from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
 from ..domain.model import Domain, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
-from .invoke import EngineStop, agent_traceback
+from .invoke import Deadline, EngineStop, agent_traceback
 from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
@@ -89,6 +93,9 @@ def _ctrl_c(e: KeyboardInterrupt) -> bool:
     return True
 
 
+_Flag = list[bool]  # one flag, shared by reference (the trial is over)
+
+
 class _Shared:
     """What a trial's handler calls share and a handler's ``ctx`` reads: the seed, one
     ``random.Random`` and the simulated clock (made on first use). Plain values only: a
@@ -135,6 +142,13 @@ class HandlerState:
         self.shared = _Shared(seed, domain.clock_now, task.clock_now)
         self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
         self._handle: tuple[World, WorldHandle] | None = None  # the world's handle, made on the first call
+        # the trial's deadline (set by the trial): a handler still running then errors the trial
+        self.deadline: Deadline | None = None
+        # the handler call under way: its tool and the thread it runs in
+        self.running: tuple[Tool, int] | None = None
+        # set when the trial is over: a write by an abandoned handler (hung past the timeout) is refused
+        self.over = [False]
+        self._alarm: tuple[Any, ...] | None = None  # the SIGALRM handler and timer replaced, while armed
 
     @property
     def random(self) -> random.Random:
@@ -155,8 +169,19 @@ class HandlerState:
         """The handlers' handle over ``world``, made once per trial (and world)."""
         made = self._handle
         if made is None or made[0] is not world:
-            made = self._handle = (world, WorldHandle(world, self.domain))
+            made = self._handle = (world, WorldHandle(world, self.domain, self.over))
         return made[1]
+
+    def late(self, tool: Tool) -> str:
+        """Why the trial errored when ``tool``'s handler outlived the trial timeout."""
+        seconds = self.deadline.seconds if self.deadline is not None else None
+        return f"its handler {tool.handler} did not return before the trial timeout of {format_value(seconds)}s"
+
+    def close(self) -> None:
+        """The trial is over: later writes of its handlers are refused, its alarm disarmed."""
+        self.over[0] = True
+        if self._alarm is not None:
+            _disarm(self)
 
     def advance(self, seconds: float) -> None:
         self.shared.advance(seconds)
@@ -215,8 +240,13 @@ class WorldHandle:
     update: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
     delete: Callable[[str, Any], dict[str, Any]]
 
-    def __init__(self, world: World, domain: Domain) -> None:
+    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None) -> None:
         tables = domain.tables
+        over = _over if _over is not None else [False]
+
+        def open_for(call: str) -> None:
+            if over[0]:  # a handler abandoned at the trial timeout that went on: its trial is graded
+                raise RuntimeError(f"{call}: the trial is over (its timeout passed); nothing is written")
 
         def table_of(table: Any) -> str:
             if not isinstance(table, str) or table not in tables:
@@ -243,6 +273,7 @@ class WorldHandle:
         def create(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
             """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
             name = table_of(table)
+            open_for("world.create")
             if not isinstance(row, Mapping):
                 raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
             row = _written(row, f"world.create({name!r}, row)", "row")
@@ -254,6 +285,7 @@ class WorldHandle:
         def update(table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
             """Replace whole fields of the row with this key; the row as updated."""
             name = table_of(table)
+            open_for("world.update")
             if not isinstance(values, Mapping):
                 raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
             values = _written(values, f"world.update({name!r}, key, values)", "values")
@@ -269,6 +301,7 @@ class WorldHandle:
         def delete(table: str, key: Any) -> dict[str, Any]:
             """Delete the row with this key; the row as it was."""
             name = table_of(table)
+            open_for("world.delete")
             try:
                 return world.delete(name, key)  # a copy already
             except NotFound as e:
@@ -338,25 +371,100 @@ def run_tool(tool: Tool, args: dict[str, Any], world: World, state: HandlerState
 
 def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:
     """Call the tool's handler: its result, or the tool error it raised, with its writes
-    kept or (on any raise) undone. Raises :class:`HandlerBug` for the domain's bugs."""
+    kept or (on any raise) undone. Raises :class:`HandlerBug` for the domain's bugs, a
+    handler still running at the trial's deadline among them (see :func:`_arm`)."""
     fn = state.function(tool)
     sp = world.savepoint()
+    handle = state.handle(world)
+    ctx = HandlerContext(state.shared, tool.name, index)
+    thread = threading.get_ident()
+    if state._alarm is None and state.deadline is not None and state.deadline.end is not None:
+        _arm(state, thread)  # once a trial, on its first handler call on the main thread
+    state.running = (tool, thread)
     try:
-        value = fn(copy_row(args), state.handle(world), HandlerContext(state.shared, tool.name, index))
+        value = fn(copy_row(args), handle, ctx)
     except ToolError as e:
+        state.running = None
         world.rollback(sp)
         return ToolResult(False, error=e.status, message=e.message)
     except BaseException as e:  # the handler's own bug, whatever it raised: the domain's, not the agent's
+        state.running = None
         world.rollback(sp)
+        if isinstance(e, _HandlerTimeout):
+            raise HandlerBug(state.late(tool)) from None
         if isinstance(e, KeyboardInterrupt) and _ctrl_c(e):
             # a real Ctrl-C during the call: the run stops
             raise HandlerInterrupted(f"Ctrl-C while the handler {tool.handler} of tool {tool.name} ran") from e
         raise HandlerBug(_raised(tool, e)) from None
+    state.running = None
     try:
         return ToolResult(True, value=_json_copy(value))
     except _NotJson as e:
         world.rollback(sp)
         raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
+
+
+class _HandlerTimeout(BaseException):
+    """Raised into a handler running on the main thread at its trial's deadline by the
+    SIGALRM that :func:`_arm` set (a BaseException: a handler's ``except Exception``
+    does not swallow it)."""
+
+
+# the engine's own files: an alarm that finds the main thread in one of them (the handler
+# returned, or is inside a world call) waits for the next tick
+_ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_TICK = 0.05  # seconds between alarms once the deadline has passed, until the handler stops
+_ARMED: list[HandlerState] = []  # the state whose alarm is set (one timer a process)
+# signal's C functions, where there are SIGALRM and interval timers (not on Windows)
+_SIG: Any = importlib.import_module("_signal") if hasattr(signal, "setitimer") else None
+
+
+def _arm(state: HandlerState, thread: int) -> None:
+    """Set SIGALRM for the trial's deadline, then every :data:`_TICK`, so that a handler
+    that loops or sleeps on the main thread (where the event loop runs with concurrency 1:
+    the reference agent's, an inline or async agent's calls) is interrupted there and its
+    trial errored. Only where it is ours to set: on the main thread, with no SIGALRM
+    handler of anyone else's (pytest-timeout's) and no timer running; elsewhere nothing is
+    armed (docs/limitations.md). Once per trial, disarmed when it closes: ~9 µs a trial
+    (``_signal``'s functions, without the enum conversions of ``signal``'s, which take
+    twice that)."""
+    state._alarm = ()  # tried: not again this trial, armed or not
+    if _ARMED or _SIG is None or thread != threading.main_thread().ident or state.deadline is None:
+        return
+    try:
+        previous = _SIG.getsignal(_SIG.SIGALRM)
+        if previous not in (_SIG.SIG_DFL, _SIG.SIG_IGN):
+            return
+        _SIG.signal(_SIG.SIGALRM, _on_alarm)
+        timer = _SIG.setitimer(_SIG.ITIMER_REAL, state.deadline.left() or _TICK, _TICK)
+        if timer != (0.0, 0.0):  # someone's timer was running: theirs, put back
+            _SIG.setitimer(_SIG.ITIMER_REAL, *timer)
+            _SIG.signal(_SIG.SIGALRM, previous)
+            return
+    except (ValueError, OSError):  # not the main interpreter's main thread, after all
+        return
+    state._alarm = (previous,)
+    _ARMED.append(state)
+
+
+def _disarm(state: HandlerState) -> None:
+    alarm, state._alarm = state._alarm, ()
+    if alarm and state in _ARMED and _SIG is not None:
+        _ARMED.remove(state)
+        _SIG.setitimer(_SIG.ITIMER_REAL, 0)
+        _SIG.signal(_SIG.SIGALRM, alarm[0])
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    """The trial's deadline passed: interrupt its handler if one is running here, in its
+    own code (not the engine's, where it has returned or is writing the world)."""
+    state = _ARMED[0] if _ARMED else None
+    running = state.running if state is not None else None
+    if running is None or running[1] != threading.get_ident():
+        return
+    if frame is not None and frame.f_code.co_filename.startswith(_ENGINE):
+        return
+    raise _HandlerTimeout()
 
 
 def _function(tool: Tool, domain: Domain) -> Any:

@@ -334,8 +334,18 @@ class _Trial:
 
     def close(self) -> None:
         """Turn away the tool calls of agent threads abandoned at their timeout."""
+        running = self.handlers.running
+        if running is not None and running[1] != threading.get_ident():
+            # a handler hung past the timeout in an agent's thread holds the lock for good:
+            # the trial is graded without it, and its later writes are refused (HandlerState.close)
+            self.handlers.close()
+            self.closed = True
+            if self.lock.acquire(timeout=0.1):  # unless it was returning just now
+                self.lock.release()
+            return
         with self.lock:
             self.closed = True
+        self.handlers.close()
 
     def say(self, role: str, text: str) -> None:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
@@ -640,7 +650,12 @@ class _Dialogue:
         elif isinstance(e, _ToolBudgetExceeded):
             self._agent_failed(f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn")
         elif isinstance(e, (asyncio.TimeoutError, TimeoutError)):
-            self._agent_failed(self._too_late())
+            running = self.t.handlers.running
+            if running is not None:  # the agent waits on a handler that has not returned: the domain's fault
+                self.error = f"the domain failed running {running[0].name}: {self.t.handlers.late(running[0])}"
+                self.ended_by = "domain_error"
+            else:
+                self._agent_failed(self._too_late())
         elif isinstance(e, AgentError):
             self._agent_failed(str(e))
         else:
@@ -825,6 +840,7 @@ async def _graded_trial(
         agent = parts.reference_agent if type(agent) is ReferenceAgent else agent.for_task(task)
     t.wait_latency = wait_latency
     talk = _Dialogue(t, agent, user, Deadline(trial_timeout), parts)
+    t.handlers.deadline = talk.deadline  # a handler running past it errors the trial
     started = time.perf_counter()
 
     error: str | None = None
@@ -833,13 +849,15 @@ async def _graded_trial(
     except (NotFound, Conflict) as e:
         error = f"the task's given could not be applied: {e}"
     baseline = t.world.savepoint()
-    if error is None:
-        if serve is None:  # as _talk does without a server, one coroutine fewer
-            await talk.run()
-            error = talk.error
-        else:
-            error = await _talk(t, talk, serve)
-    t.close()
+    try:
+        if error is None:
+            if serve is None:  # as _talk does without a server, one coroutine fewer
+                await talk.run()
+                error = talk.error
+            else:
+                error = await _talk(t, talk, serve)
+    finally:  # whatever ends the trial (Ctrl-C too): its handlers' alarm is disarmed
+        t.close()
 
     checks = talk.runtime  # the dialogue is over: its list becomes the trial's
     if t.violations:
