@@ -368,3 +368,24 @@ def test_a_run_goes_on_past_handlers_that_never_return(pytester: pytest.Pytester
                            "the trial timeout of 1s"),
         "look": ("passed", None),
     }
+
+
+def test_an_alarm_of_someone_elses_is_left_alone(desk: st.Domain) -> None:
+    import signal
+
+    def theirs(signum: int, frame: Any) -> None:  # as pytest-timeout's signal method installs one
+        raise AssertionError("not theirs to get")
+
+    previous = signal.signal(signal.SIGALRM, theirs)
+    try:
+        r = st.run_trial(desk, "look", st.ReferenceAgent(), st.ScriptedUser(), trial_timeout=30)
+        assert r.verdict == "passed"
+        assert signal.getsignal(signal.SIGALRM) is theirs and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, 30)  # a timer of someone else's, running
+        r = st.run_trial(desk, "look", st.ReferenceAgent(), st.ScriptedUser(), trial_timeout=5)
+        assert r.verdict == "passed"
+        assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL and 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
