@@ -10,28 +10,40 @@ The function is called as ``function(args, world, ctx)`` (docs/handlers.md):
   simulated clock (never wall time: results must not depend on when a trial ran).
 
 It returns the tool's result (a JSON value) or raises :class:`ToolError` (a tool error
-the agent sees). Anything else it raises is a bug of the domain: :class:`HandlerBug`,
-which errors the trial with the handler's traceback.
+the agent sees). Anything else it raises, a BaseException too (``SystemExit``,
+``KeyboardInterrupt``, ``GeneratorExit``, its own subclass), is a bug of the domain:
+:class:`HandlerBug`, which errors the trial with the handler's traceback. The one
+exception is a real Ctrl-C that arrives during the call (:class:`HandlerInterrupted`),
+which stops the run.
 """
 
 from __future__ import annotations
 
+import dis
+import importlib
 import marshal
 import math
+import os
 import random
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from ..domain.conditions import format_value
 from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
 from ..domain.model import Domain, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
-from .invoke import agent_traceback
+from .invoke import Deadline, EngineStop, agent_traceback
 from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
-__all__ = ["HandlerBug", "HandlerContext", "HandlerState", "ToolError", "WorldHandle", "run_handler", "run_tool"]
+__all__ = [
+    "HandlerBug", "HandlerContext", "HandlerInterrupted", "HandlerState", "ToolError", "WorldHandle", "run_handler",
+    "run_tool",
+]
 
 
 class ToolError(Exception):
@@ -55,18 +67,47 @@ class HandlerBug(Exception):
     text is the trial's reason (with the handler's traceback, when it raised)."""
 
 
-class HandlerState:
-    """What a trial's handlers share across its calls: the seed, one ``random.Random``
-    and the simulated clock. Built with every trial, so it costs nothing until a handler
-    runs (the clock and the generator are made on first use)."""
+class HandlerInterrupted(EngineStop, KeyboardInterrupt):
+    """Ctrl-C arrived while a handler ran (see :func:`_ctrl_c`): an engine stop, so that it
+    goes up through the agent's code as itself, and a KeyboardInterrupt, so that the run
+    stops as on any other Ctrl-C (the trial is not recorded)."""
 
-    def __init__(self, domain: Domain, task: Task, seed: int) -> None:
-        self.domain = domain
-        self.task = task
+
+def _ctrl_c(e: KeyboardInterrupt) -> bool:
+    """Whether a KeyboardInterrupt out of a handler may be a real Ctrl-C rather than the
+    handler's own: only the main thread gets signals (a handler called in an agent's
+    thread or a pool's never sees one), and a signal interrupts the running code between
+    instructions or inside a call (``time.sleep``), never at a ``raise`` statement, which
+    is where ``raise KeyboardInterrupt`` in the handler's code (or code it calls) leaves
+    the innermost frame of the traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    tb = e.__traceback__
+    if tb is None:
+        return True
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    for ins in dis.get_instructions(tb.tb_frame.f_code):
+        if ins.offset == tb.tb_lasti:
+            return ins.opname != "RAISE_VARARGS"
+    return True
+
+
+_Flag = list[bool]  # one flag, shared by reference (the trial is over)
+
+
+class _Shared:
+    """What a trial's handler calls share and a handler's ``ctx`` reads: the seed, one
+    ``random.Random`` and the simulated clock (made on first use). Plain values only: a
+    handler's ``ctx`` leads to no engine object (see :class:`WorldHandle`)."""
+
+    __slots__ = ("_clock", "_now", "_random", "seed")
+
+    def __init__(self, seed: int, domain_clock: Any, task_clock: Any) -> None:
         self.seed = seed
+        self._clock = (domain_clock, task_clock)
         self._random: random.Random | None = None
         self._now: datetime | None = None
-        self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
 
     @property
     def random(self) -> random.Random:
@@ -77,15 +118,8 @@ class HandlerState:
     @property
     def now(self) -> datetime:
         if self._now is None:
-            self._now = clock_now(self.domain.clock_now, self.task.clock_now)
+            self._now = clock_now(*self._clock)
         return self._now
-
-    def function(self, tool: Tool) -> Any:
-        """The tool's handler function, looked up once per trial (resolved once per process)."""
-        fn = self._functions.get(tool.name)
-        if fn is None:
-            fn = self._functions[tool.name] = _function(tool, self.domain)
-        return fn
 
     def advance(self, seconds: float) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
@@ -95,6 +129,64 @@ class HandlerState:
         self._now = self.now + timedelta(seconds=seconds)
 
 
+class HandlerState:
+    """What a trial's handlers share across its calls: the seed, one ``random.Random``
+    and the simulated clock. Built with every trial, so it costs nothing until a handler
+    runs (the clock and the generator are made on first use). The engine's: a handler is
+    given neither this nor the world (see :class:`WorldHandle`)."""
+
+    def __init__(self, domain: Domain, task: Task, seed: int) -> None:
+        self.domain = domain
+        self.task = task
+        self.seed = seed
+        self.shared = _Shared(seed, domain.clock_now, task.clock_now)
+        self._functions: dict[str, Any] = {}  # tool -> its function, resolved on its first call
+        self._handle: tuple[World, WorldHandle] | None = None  # the world's handle, made on the first call
+        # the trial's deadline (set by the trial): a handler still running then errors the trial
+        self.deadline: Deadline | None = None
+        # the handler call under way: its tool and the thread it runs in
+        self.running: tuple[Tool, int] | None = None
+        # set when the trial is over: a write by an abandoned handler (hung past the timeout) is refused
+        self.over = [False]
+        self._alarm: tuple[Any, ...] | None = None  # the SIGALRM handler and timer replaced, while armed
+
+    @property
+    def random(self) -> random.Random:
+        return self.shared.random
+
+    @property
+    def now(self) -> datetime:
+        return self.shared.now
+
+    def function(self, tool: Tool) -> Any:
+        """The tool's handler function, looked up once per trial (resolved once per process)."""
+        fn = self._functions.get(tool.name)
+        if fn is None:
+            fn = self._functions[tool.name] = _function(tool, self.domain)
+        return fn
+
+    def handle(self, world: World) -> WorldHandle:
+        """The handlers' handle over ``world``, made once per trial (and world)."""
+        made = self._handle
+        if made is None or made[0] is not world:
+            made = self._handle = (world, WorldHandle(world, self.domain, self.over))
+        return made[1]
+
+    def late(self, tool: Tool) -> str:
+        """Why the trial errored when ``tool``'s handler outlived the trial timeout."""
+        seconds = self.deadline.seconds if self.deadline is not None else None
+        return f"its handler {tool.handler} did not return before the trial timeout of {format_value(seconds)}s"
+
+    def close(self) -> None:
+        """The trial is over: later writes of its handlers are refused, its alarm disarmed."""
+        self.over[0] = True
+        if self._alarm is not None:
+            _disarm(self)
+
+    def advance(self, seconds: float) -> None:
+        self.shared.advance(seconds)
+
+
 class HandlerContext:
     """The ``ctx`` of one handler call. ``seed`` is the trial's; ``random`` is a
     ``random.Random(seed)`` shared by the trial's handler calls in order (so the same
@@ -102,26 +194,28 @@ class HandlerContext:
     timezone-aware ``datetime``), which :meth:`advance` moves for the rest of the trial;
     ``tool`` and ``call_index`` (0-based, as in the call log) name this call."""
 
-    def __init__(self, state: HandlerState, tool: str, call_index: int) -> None:
-        self._state = state
+    __slots__ = ("_shared", "call_index", "tool")
+
+    def __init__(self, state: HandlerState | _Shared, tool: str, call_index: int) -> None:
+        self._shared = state.shared if isinstance(state, HandlerState) else state
         self.tool = tool
         self.call_index = call_index
 
     @property
     def seed(self) -> int:
-        return self._state.seed
+        return self._shared.seed
 
     @property
     def random(self) -> random.Random:
-        return self._state.random
+        return self._shared.random
 
     @property
     def now(self) -> datetime:
-        return self._state.now
+        return self._shared.now
 
     def advance(self, seconds: float) -> None:
         """Move the simulated clock forward by ``seconds`` (for the rest of the trial)."""
-        self._state.advance(seconds)
+        self._shared.advance(seconds)
 
     def __repr__(self) -> str:
         return f"HandlerContext(tool={self.tool!r}, call_index={self.call_index}, now={self.now.isoformat()})"
@@ -131,66 +225,93 @@ class WorldHandle:
     """A handler's view of the trial's world. Rows it returns are copies (changing them
     changes nothing); its writes are the world's recorded writes, as the ops' are. A
     missing key on ``update`` or ``delete`` raises ``ToolError(404, ...)``, creating a
-    key that exists ``ToolError(409, ...)``, as the ops' would."""
+    key that exists ``ToolError(409, ...)``, as the ops' would.
 
-    def __init__(self, world: World, domain: Domain) -> None:
-        self._world = world
-        self._domain = domain
+    It holds no engine object a handler could reach: its methods are closures over the
+    world, so no attribute leads to the world's rows, whose seed rows every trial shares
+    (a handler that changed one through ``world._world`` changed every later trial's
+    start: issue 21 #13)."""
 
-    def _table(self, table: Any) -> str:
-        if not isinstance(table, str) or table not in self._domain.tables:
-            raise ValueError(f"unknown table {table!r}; the tables are {quoted(self._domain.tables)}")
-        return table
+    __slots__ = ("create", "delete", "get", "list", "update")
 
-    def get(self, table: str, key: Any) -> dict[str, Any] | None:
-        """The row with this key (a copy), or None."""
-        row = self._world.get(self._table(table), key)
-        return _row_copy(row) if row is not None else None
+    get: Callable[[str, Any], dict[str, Any] | None]
+    list: Callable[..., list[dict[str, Any]]]
+    create: Callable[[str, Mapping[str, Any]], dict[str, Any]]
+    update: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
+    delete: Callable[[str, Any], dict[str, Any]]
 
-    def list(
-        self, table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        """The rows matching ``where`` (field -> value, or an operator object such as
-        ``{"gte": 3}``, as in the spec), in table order, at most ``limit`` of them."""
-        if where is not None and not isinstance(where, Mapping):
-            raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
-        rows = self._world.select(self._table(table), dict(where or {}), limit=limit)
-        return _rows_copy(rows)
+    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None) -> None:
+        tables = domain.tables
+        over = _over if _over is not None else [False]
 
-    def create(self, table: str, row: Mapping[str, Any]) -> dict[str, Any]:
-        """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
-        name = self._table(table)
-        if not isinstance(row, Mapping):
-            raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
-        row = _written(row, f"world.create({name!r}, row)", "row")
-        try:
-            return _row_copy(self._world.create(name, row))
-        except Conflict as e:
-            raise ToolError(409, str(e)) from None
+        def open_for(call: str) -> None:
+            if over[0]:  # a handler abandoned at the trial timeout that went on: its trial is graded
+                raise RuntimeError(f"{call}: the trial is over (its timeout passed); nothing is written")
 
-    def update(self, table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace whole fields of the row with this key; the row as updated."""
-        name = self._table(table)
-        if not isinstance(values, Mapping):
-            raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
-        values = _written(values, f"world.update({name!r}, key, values)", "values")
-        field = self._domain.tables[name].key
-        if field in values and _key_text(values[field]) != _key_text(key):
-            raise ValueError(f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
-        try:
-            return _row_copy(self._world.update(name, key, values))
-        except NotFound as e:
-            raise ToolError(404, str(e)) from None
+        def table_of(table: Any) -> str:
+            if not isinstance(table, str) or table not in tables:
+                raise ValueError(f"unknown table {table!r}; the tables are {quoted(tables)}")
+            return table
 
-    def delete(self, table: str, key: Any) -> dict[str, Any]:
-        """Delete the row with this key; the row as it was."""
-        name = self._table(table)
-        try:
-            return self._world.delete(name, key)
-        except NotFound as e:
-            raise ToolError(404, str(e)) from None
+        def get(table: str, key: Any) -> dict[str, Any] | None:
+            """The row with this key (a copy), or None."""
+            row = world.get(table_of(table), key)
+            return _row_copy(row) if row is not None else None
+
+        def list_(
+            table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
+        ) -> list[dict[str, Any]]:
+            """The rows matching ``where`` (field -> value, or an operator object such as
+            ``{"gte": 3}``, as in the spec), in table order, at most ``limit`` of them."""
+            if where is not None and not isinstance(where, Mapping):
+                raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
+            rows = world.select(table_of(table), dict(where or {}), limit=limit)
+            return _rows_copy(rows)
+
+        def create(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
+            """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
+            name = table_of(table)
+            open_for("world.create")
+            if not isinstance(row, Mapping):
+                raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
+            row = _written(row, f"world.create({name!r}, row)", "row")
+            try:
+                return _row_copy(world.create(name, row))
+            except Conflict as e:
+                raise ToolError(409, str(e)) from None
+
+        def update(table: str, key: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+            """Replace whole fields of the row with this key; the row as updated."""
+            name = table_of(table)
+            open_for("world.update")
+            if not isinstance(values, Mapping):
+                raise ValueError(f"world.update({name!r}, key, values) takes a mapping, got {values!r}")
+            values = _written(values, f"world.update({name!r}, key, values)", "values")
+            field = tables[name].key
+            if field in values and _key_text(values[field]) != _key_text(key):
+                raise ValueError(
+                    f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
+            try:
+                return _row_copy(world.update(name, key, values))
+            except NotFound as e:
+                raise ToolError(404, str(e)) from None
+
+        def delete(table: str, key: Any) -> dict[str, Any]:
+            """Delete the row with this key; the row as it was."""
+            name = table_of(table)
+            open_for("world.delete")
+            try:
+                return world.delete(name, key)  # a copy already
+            except NotFound as e:
+                raise ToolError(404, str(e)) from None
+
+        list_.__name__ = list_.__qualname__ = "list"
+        self.get, self.list, self.create, self.update, self.delete = get, list_, create, update, delete
+
+    def __repr__(self) -> str:
+        return "WorldHandle(get, list, create, update, delete)"
 
 
 def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
@@ -250,22 +371,100 @@ def run_tool(tool: Tool, args: dict[str, Any], world: World, state: HandlerState
 
 def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerState, index: int) -> ToolResult:
     """Call the tool's handler: its result, or the tool error it raised, with its writes
-    kept or (on any raise) undone. Raises :class:`HandlerBug` for the domain's bugs."""
+    kept or (on any raise) undone. Raises :class:`HandlerBug` for the domain's bugs, a
+    handler still running at the trial's deadline among them (see :func:`_arm`)."""
     fn = state.function(tool)
     sp = world.savepoint()
+    handle = state.handle(world)
+    ctx = HandlerContext(state.shared, tool.name, index)
+    thread = threading.get_ident()
+    if state._alarm is None and state.deadline is not None and state.deadline.end is not None:
+        _arm(state, thread)  # once a trial, on its first handler call on the main thread
+    state.running = (tool, thread)
     try:
-        value = fn(copy_row(args), WorldHandle(world, state.domain), HandlerContext(state, tool.name, index))
+        value = fn(copy_row(args), handle, ctx)
     except ToolError as e:
+        state.running = None
         world.rollback(sp)
         return ToolResult(False, error=e.status, message=e.message)
-    except (Exception, SystemExit) as e:  # the handler's own bug: the domain's, not the agent's
+    except BaseException as e:  # the handler's own bug, whatever it raised: the domain's, not the agent's
+        state.running = None
         world.rollback(sp)
+        if isinstance(e, _HandlerTimeout):
+            raise HandlerBug(state.late(tool)) from None
+        if isinstance(e, KeyboardInterrupt) and _ctrl_c(e):
+            # a real Ctrl-C during the call: the run stops
+            raise HandlerInterrupted(f"Ctrl-C while the handler {tool.handler} of tool {tool.name} ran") from e
         raise HandlerBug(_raised(tool, e)) from None
+    state.running = None
     try:
         return ToolResult(True, value=_json_copy(value))
     except _NotJson as e:
         world.rollback(sp)
         raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
+
+
+class _HandlerTimeout(BaseException):
+    """Raised into a handler running on the main thread at its trial's deadline by the
+    SIGALRM that :func:`_arm` set (a BaseException: a handler's ``except Exception``
+    does not swallow it)."""
+
+
+# the engine's own files: an alarm that finds the main thread in one of them (the handler
+# returned, or is inside a world call) waits for the next tick
+_ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_TICK = 0.05  # seconds between alarms once the deadline has passed, until the handler stops
+_ARMED: list[HandlerState] = []  # the state whose alarm is set (one timer a process)
+# signal's C functions, where there are SIGALRM and interval timers (not on Windows)
+_SIG: Any = importlib.import_module("_signal") if hasattr(signal, "setitimer") else None
+
+
+def _arm(state: HandlerState, thread: int) -> None:
+    """Set SIGALRM for the trial's deadline, then every :data:`_TICK`, so that a handler
+    that loops or sleeps on the main thread (where the event loop runs with concurrency 1:
+    the reference agent's, an inline or async agent's calls) is interrupted there and its
+    trial errored. Only where it is ours to set: on the main thread, with no SIGALRM
+    handler of anyone else's (pytest-timeout's) and no timer running; elsewhere nothing is
+    armed (docs/limitations.md). Once per trial, disarmed when it closes: ~9 µs a trial
+    (``_signal``'s functions, without the enum conversions of ``signal``'s, which take
+    twice that)."""
+    state._alarm = ()  # tried: not again this trial, armed or not
+    if _ARMED or _SIG is None or thread != threading.main_thread().ident or state.deadline is None:
+        return
+    try:
+        previous = _SIG.getsignal(_SIG.SIGALRM)
+        if previous not in (_SIG.SIG_DFL, _SIG.SIG_IGN):
+            return
+        _SIG.signal(_SIG.SIGALRM, _on_alarm)
+        timer = _SIG.setitimer(_SIG.ITIMER_REAL, state.deadline.left() or _TICK, _TICK)
+        if timer != (0.0, 0.0):  # someone's timer was running: theirs, put back
+            _SIG.setitimer(_SIG.ITIMER_REAL, *timer)
+            _SIG.signal(_SIG.SIGALRM, previous)
+            return
+    except (ValueError, OSError):  # not the main interpreter's main thread, after all
+        return
+    state._alarm = (previous,)
+    _ARMED.append(state)
+
+
+def _disarm(state: HandlerState) -> None:
+    alarm, state._alarm = state._alarm, ()
+    if alarm and state in _ARMED and _SIG is not None:
+        _ARMED.remove(state)
+        _SIG.setitimer(_SIG.ITIMER_REAL, 0)
+        _SIG.signal(_SIG.SIGALRM, alarm[0])
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    """The trial's deadline passed: interrupt its handler if one is running here, in its
+    own code (not the engine's, where it has returned or is writing the world)."""
+    state = _ARMED[0] if _ARMED else None
+    running = state.running if state is not None else None
+    if running is None or running[1] != threading.get_ident():
+        return
+    if frame is not None and frame.f_code.co_filename.startswith(_ENGINE):
+        return
+    raise _HandlerTimeout()
 
 
 def _function(tool: Tool, domain: Domain) -> Any:

@@ -40,6 +40,12 @@ MAX_ARG_DEPTH = 64
 """Levels of nested objects and arrays one argument may have (``[[1]]`` has two)."""
 MAX_ARG_VALUES = 100_000
 """Values (keys, items and scalars, nested ones included) the arguments of one call may hold."""
+RECORDED_LIMIT = 20_000
+"""Characters of one argument the call log keeps: of a string (a key too), or of an
+object's or array's JSON. Report.safe's ``VALUE_LIMIT`` and ``TEXT_LIMIT``, with its
+marker, so that what the log keeps is what results.json shows: an agent's 50 MB argument
+is clipped when the call is recorded, not held by the trial until it is written. The
+rules, the tool's checks and its ops or handler read the whole argument."""
 
 
 def max_int_digits() -> int:
@@ -101,6 +107,7 @@ class _Plain:
     def __init__(self) -> None:
         self.problem: str | None = None
         self.values = 0
+        self.chars = 0  # characters of the strings copied (the size of what was walked, for the call log's cap)
         self._inside: set[int] = set()  # the containers on the way down (a cycle comes back to one)
 
     def _note(self, where: str, problem: str) -> None:
@@ -131,7 +138,10 @@ class _Plain:
             self._note("arguments", f"expected at most {MAX_ARG_VALUES} values, got more")
             return "<more values>"
         t = type(x)
-        if t is str or t is float or t is bool or x is None:
+        if t is str:
+            self.chars += len(x)
+            return x
+        if t is float or t is bool or x is None:
             return x
         if isinstance(x, _LongInteger) or (isinstance(x, int) and not isinstance(x, bool) and _too_long(x)):
             self._note(where, f"expected at most {max_int_digits()} digits in an integer, got more")
@@ -170,6 +180,58 @@ class _Plain:
             self._inside.discard(id(x))
 
 
+def clipped_text(text: str, size: int, unit: str, limit: int = RECORDED_LIMIT) -> str:
+    """The start of ``text`` and a marker saying how big it was (``… [clipped: 52,428,800
+    characters]``), ``limit`` characters in all: report.safe's marker, so that clipping
+    again there changes nothing."""
+    marker = f"… [clipped: {size:,} {unit}]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
+def recorded_arguments(args: Any) -> tuple[Any, bool]:
+    """The call log's copy of a call's arguments: :func:`plain_arguments`' copy with each
+    argument within :data:`RECORDED_LIMIT` (a string longer clipped, an object or array
+    whose JSON is longer made its clipped JSON text, as report.safe clips them); and
+    whether anything was clipped. Arguments that are not an object are one argument."""
+    if _flat(args):  # what most calls pass: no string in them over the cap
+        return dict(args), False
+    walk = _Plain()
+    if not isinstance(args, dict):
+        return _capped(walk, walk.copy(args, "arguments", 1), 0, 0)
+    walk._inside.add(id(args))
+    out: dict[str, Any] = {}
+    cut = False
+    for name, value in args.items():
+        if walk.full():
+            break
+        key = name if isinstance(name, str) else text_of(walk.copy(name, "arguments", 1))
+        if len(key) > RECORDED_LIMIT:
+            key, cut = clipped_text(key, len(key), "characters"), True
+        chars, values = walk.chars, walk.values
+        out[key], clipped = _capped(walk, walk.copy(value, name if isinstance(name, str) else "arguments", 1),
+                                    chars, values)
+        cut = cut or clipped
+    return out, cut
+
+
+def _capped(walk: _Plain, value: Any, chars: int, values: int) -> tuple[Any, bool]:
+    """One walked argument within :data:`RECORDED_LIMIT`; whether it was clipped. Its size
+    is measured (its JSON, by the C encoder) only when the walk's count of its characters
+    and values says it may be over the cap."""
+    if type(value) is str:
+        return (value, False) if len(value) <= RECORDED_LIMIT else (
+            clipped_text(value, len(value), "characters"), True)
+    if not isinstance(value, (dict, list)):
+        return value, False
+    # a string's JSON is at most 6 characters a character (\u escapes), a scalar's ~32
+    if (walk.chars - chars) * 6 + (walk.values - values) * 32 <= RECORDED_LIMIT:
+        return value, False
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= RECORDED_LIMIT:
+        return value, False
+    return clipped_text(text, len(text), "characters of JSON"), True
+
+
 def plain_arguments(args: Any) -> tuple[Any, str | None]:
     """A JSON-compatible copy of a call's arguments (an object, or anything an agent
     passed instead), for the call log; and why they are not JSON data, naming the
@@ -191,9 +253,12 @@ def _flat(args: Any) -> bool:
         return False
     for k, v in args.items():
         t = type(v)
-        if type(k) is not str or (
-            t not in _FLAT_SCALARS and (t is not int or (v.bit_length() >= _SURELY_SHORT_BITS and _too_long(v)))
-        ):
+        if t is str:
+            if len(v) > RECORDED_LIMIT:  # the call log clips it (recorded_arguments)
+                return False
+        elif t not in _FLAT_SCALARS and (t is not int or (v.bit_length() >= _SURELY_SHORT_BITS and _too_long(v))):
+            return False
+        if type(k) is not str or len(k) > RECORDED_LIMIT:
             return False
     return True
 

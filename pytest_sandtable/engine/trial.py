@@ -31,7 +31,7 @@ from .api import (
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
 from .grading import grade
-from .handlers import HandlerBug, HandlerState, run_tool
+from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
     Deadline,
     EngineStop,
@@ -49,7 +49,7 @@ from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
-from .tools import ArgError, coerce_args, plain_arguments, text_of
+from .tools import RECORDED_LIMIT, ArgError, clipped_text, coerce_args, recorded_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
 MAX_TOOL_CALLS_PER_TURN = 100
@@ -232,6 +232,8 @@ class _Trial:
         n, fault = 0, None
         if tool is None:
             known = ", ".join(self.tool_by_name)
+            if len(name) > RECORDED_LIMIT:  # an agent's 50 MB "name": the call log keeps it clipped
+                name = clipped_text(name, len(name), "characters")
             result = ToolResult(False, error=404, message=f"unknown tool {name!r}; the tools are {known}")
         else:
             try:
@@ -255,12 +257,14 @@ class _Trial:
                     raise _DomainBug(f"the domain failed running {tool.name}: {e}") from None
                 except Exception as e:  # the domain's ops, not the agent, went wrong
                     raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
-                if result.ok:
-                    self.succeeded.append((tool.name, args))
-                    if tool.handoff:
-                        self.handed_off = True
-        recorded = plain_arguments(args)[0]
+                if result.ok and tool.handoff:
+                    self.handed_off = True
+        # clipped to the caps here, not when the trial is written: the trial never holds an
+        # agent's huge argument past its call (the rules, checks and ops above read it whole)
+        recorded, cut = recorded_arguments(args)
         ok = result.ok
+        if ok and tool is not None:  # what `before` rules compare later calls with: the log's copy, if clipped
+            self.succeeded.append((tool.name, recorded if cut else args))
         call: dict[str, Any] = {
             "index": index,
             "turn": self.turn,
@@ -312,6 +316,8 @@ class _Trial:
             for inv in rules:
                 detail = check_call(inv, tool.name, args, self.world, self.succeeded)
                 if detail:
+                    if len(detail) > RECORDED_LIMIT:  # it quotes a huge argument: kept as the log keeps one
+                        detail = clipped_text(detail, len(detail), "characters")
                     found.append(Violation(inv.id, inv.kind, inv.soft, detail, self.turn, index, inv.source_quote))
         except Exception as e:  # the domain's rules, not the agent, went wrong
             raise _DomainBug(f"the domain failed running {tool.name}: {type(e).__name__}: {e}") from None
@@ -328,8 +334,18 @@ class _Trial:
 
     def close(self) -> None:
         """Turn away the tool calls of agent threads abandoned at their timeout."""
+        running = self.handlers.running
+        if running is not None and running[1] != threading.get_ident():
+            # a handler hung past the timeout in an agent's thread holds the lock for good:
+            # the trial is graded without it, and its later writes are refused (HandlerState.close)
+            self.handlers.close()
+            self.closed = True
+            if self.lock.acquire(timeout=0.1):  # unless it was returning just now
+                self.lock.release()
+            return
         with self.lock:
             self.closed = True
+        self.handlers.close()
 
     def say(self, role: str, text: str) -> None:
         self.transcript.append({"role": role, "text": text, "turn": self.turn})
@@ -635,7 +651,12 @@ class _Dialogue:
         elif isinstance(e, _ToolBudgetExceeded):
             self._agent_failed(f"the agent made more than {MAX_TOOL_CALLS_PER_TURN} tool calls in one turn")
         elif isinstance(e, (asyncio.TimeoutError, TimeoutError)):
-            self._agent_failed(self._too_late())
+            running = self.t.handlers.running
+            if running is not None:  # the agent waits on a handler that has not returned: the domain's fault
+                self.error = f"the domain failed running {running[0].name}: {self.t.handlers.late(running[0])}"
+                self.ended_by = "domain_error"
+            else:
+                self._agent_failed(self._too_late())
         elif isinstance(e, AgentError):
             self._agent_failed(str(e))
         else:
@@ -747,10 +768,13 @@ async def arun_trial(
     is the agent's ``turn.trial.trial_id`` (default ``<domain>/<task>/<trial>``)."""
     if isinstance(task, str):
         task = domain.task(task)
-    result = await _graded_trial(
-        domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
-        wait_latency, trial_id,
-    )
+    try:
+        result = await _graded_trial(
+            domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
+            wait_latency, trial_id,
+        )
+    except HandlerInterrupted as e:  # Ctrl-C while a handler ran: the run stops, as on any Ctrl-C
+        raise KeyboardInterrupt(str(e)) from None
     if result.verdict == FAILED:
         result.attribution = await _owner(domain, task, result)
     return result
@@ -820,6 +844,7 @@ async def _graded_trial(
         agent = parts.reference_agent if type(agent) is ReferenceAgent else agent.for_task(task)
     t.wait_latency = wait_latency
     talk = _Dialogue(t, agent, user, Deadline(trial_timeout), parts)
+    t.handlers.deadline = talk.deadline  # a handler running past it errors the trial
     started = time.perf_counter()
 
     error: str | None = None
@@ -828,13 +853,15 @@ async def _graded_trial(
     except (NotFound, Conflict) as e:
         error = f"the task's given could not be applied: {e}"
     baseline = t.world.savepoint()
-    if error is None:
-        if serve is None:  # as _talk does without a server, one coroutine fewer
-            await talk.run()
-            error = talk.error
-        else:
-            error = await _talk(t, talk, serve)
-    t.close()
+    try:
+        if error is None:
+            if serve is None:  # as _talk does without a server, one coroutine fewer
+                await talk.run()
+                error = talk.error
+            else:
+                error = await _talk(t, talk, serve)
+    finally:  # whatever ends the trial (Ctrl-C too): its handlers' alarm is disarmed
+        t.close()
 
     checks = talk.runtime  # the dialogue is over: its list becomes the trial's
     if t.violations:
