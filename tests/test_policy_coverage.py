@@ -204,16 +204,58 @@ def test_the_policy_splits_into_sentences_without_headings_or_list_markers() -> 
     ]
 
 
-def test_a_runs_results_json_gives_the_same_coverage(pytester: pytest.Pytester) -> None:
+def test_a_runs_results_json_gives_the_same_coverage(pytester: pytest.Pytester,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     pytester.path.joinpath("desk.sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--sandtable-k=2")
     results = run_dirs(pytester.path)[-1] / "results.json"
     domain = desk()
     from_file = coverage(domain, results_from_file(results))
-    assert coverage_lines(from_file) == LINES
+    # each task twice: every count doubles, and no level changes
+    assert from_file.trials == 8
+    assert coverage_lines(from_file) == [LINES[0], LINES[1], LINES[2],
+                                         "  verify-first    before          could-fire           6          6       6"
+                                         "         0        3",
+                                         "  rate-cap        limit           boundary             6          6       4"
+                                         "         2        3",
+                                         "  insured         require         both-outcomes        6          6       4"
+                                         "         2        3",
+                                         LINES[6],
+                                         "  ceiling-secret  never_disclose  could-fire          14         14      14"
+                                         "         0        4",
+                                         "  equipment       match           applied              6          6       6"
+                                         "         0        3",
+                                         *LINES[9:]]
     # trials of another domain are left out
     other = load_domain_text(DOMAIN.replace("name: desk", "name: other"), "other.sandtable.yaml")
     assert coverage(other, results_from_file(results)).trials == 0
+    # the command: the same from the file, and from the references without --results
+    capsys.readouterr()
+    assert main(["coverage", str(pytester.path / "desk.sandtable.yaml"), "--results", str(results)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{pytester.path / 'desk.sandtable.yaml'}: 8 trials of desk",
+                                                    *coverage_lines(from_file)]
+    assert main(["coverage", str(pytester.path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"version": 1, "command": "coverage", "files": [
+        {"file": str(pytester.path / "desk.sandtable.yaml"), "status": "ok", "problems": [],
+         "coverage": coverage_json(coverage(domain, reference_results(domain)))},
+    ]}
+
+
+def test_the_command_names_what_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    tmp_path.joinpath("desk.sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    tmp_path.joinpath("results.json").write_text("{not json", encoding="utf-8")
+    assert main(["coverage", "desk.sandtable.yaml", "--results", "results.json"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err.startswith("error: results.json: ")) == ("", True)
+    assert main(["coverage", "gone.yaml"]) == 2
+    assert capsys.readouterr() == ("", "error: no such file or folder: gone.yaml\n")
+    tmp_path.joinpath("desk.sandtable.yaml").write_text(DOMAIN.replace("kind: match", "kind: matches"),
+                                                        encoding="utf-8")
+    assert main(["coverage", "desk.sandtable.yaml"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("desk.sandtable.yaml:") and "kind" in out and "Traceback" not in out
 
 
 def test_lint_prints_the_coverage_after_the_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str],
