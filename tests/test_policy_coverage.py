@@ -271,3 +271,18 @@ def test_lint_prints_the_coverage_after_the_findings(tmp_path: Path, capsys: pyt
     doc = json.loads(capsys.readouterr().out)
     domain = desk()
     assert doc["files"][0]["coverage"] == coverage_json(coverage(domain, reference_results(domain)))
+
+
+def test_a_trial_that_does_not_replay_is_counted_up_to_where_it_stops() -> None:
+    domain = desk()
+    trials = list(reference_results(domain))
+    broken = [t for t in trials if t.task == "past-ceiling"]
+    for t in broken:  # a transcript naming a call the trial does not hold (an edited file)
+        t.transcript.insert(1, {"role": "tool", "call": 7})
+    cov = coverage(domain, [*trials, *broken * 6])
+    lines = coverage_lines(cov)
+    assert lines[-6:] == [
+        "  not replayed to the end: past-ceiling trial 1: its transcript names call 7, which it does not hold",
+    ] * 5 + ["  and 2 more trials not replayed to the end"]
+    # the broken trial stopped before its book call: 2 book calls counted, rate-cap held at its bound only
+    assert {r.id: (r.level, r.reached) for r in cov.rules}["rate-cap"] == ("applied", 2)

@@ -199,18 +199,14 @@ def _replay(
         return False
     handlers = HandlerState(domain, task, result.seed)
     succeeded: list[tuple[str, Mapping[str, Any]]] = []
-    said: list[float] = []  # numbers the user said so far
-    heard: list[str] = []  # what the user said so far
-    shown: list[str] = []  # what the user said and the tool results held so far, as text
+    shown = _Seen()  # what the trial showed so far
     seen: set[str] = set()  # never_disclose rules whose protected value a tool result held
     broken_at = {(v.invariant, v.turn) for v in result.violations if v.call is None}
     for entry in result.transcript:
         role = entry.get("role")
         if role == "user":
             text = str(entry.get("text", ""))
-            said.extend(numbers_in(text))
-            heard.append(text)
-            shown.append(text)
+            shown.user_said(text)
             continue
         if role == "agent":
             for inv in disclose:
@@ -235,7 +231,11 @@ def _replay(
             continue
         if role != "tool":
             continue
-        call = result.calls[entry["call"]]
+        at = entry.get("call")
+        if not isinstance(at, int) or not 0 <= at < len(result.calls):
+            notes.append(f"{task.id} trial {result.trial}: its transcript names call {at}, which it does not hold")
+            return touched
+        call = result.calls[at]
         tool = domain.tools.get(call.get("tool", ""))
         if tool is None:
             continue
@@ -246,7 +246,7 @@ def _replay(
         broke = set(call.get("violations") or ())
         for inv in by_tool.get(tool.name, ()):
             if _evaluate(domain, inv, rules[inv.id], tool.name, args, world, succeeded,
-                         _Seen(said, heard, shown), inv.id in broke, task):
+                         shown, inv.id in broke, task):
                 touched = True
         fault = call.get("fault") or {}
         value: Any = call.get("result")
@@ -263,7 +263,7 @@ def _replay(
             succeeded.append((tool.name, args))
         if value is not None:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-            shown.append(text)
+            shown.add(text)
             if scanner is not None:
                 seen.update(inv.id for inv, _ in scanner.scan(text, world))
     return touched
@@ -302,10 +302,24 @@ class _Seen:
     """What a trial showed before a call: the numbers the user said, the user's
     messages, and the text of those and of every tool result."""
 
-    __slots__ = ("heard", "said", "shown")
+    __slots__ = ("heard", "said", "shown", "words")
 
-    def __init__(self, said: Sequence[float], heard: Sequence[str], shown: Sequence[str]) -> None:
-        self.said, self.heard, self.shown = said, heard, shown
+    def __init__(self) -> None:
+        self.said: list[float] = []
+        self.heard: list[str] = []
+        self.shown: list[str] = []
+        self.words: set[str] = set()  # every word of what was shown, and each without its end punctuation
+
+    def user_said(self, text: str) -> None:
+        self.said.extend(numbers_in(text))
+        self.heard.append(text)
+        self.add(text)
+
+    def add(self, text: str) -> None:
+        self.shown.append(text)
+        for word in _WORD_OF_TEXT.findall(text):
+            self.words.add(word)
+            self.words.add(word.rstrip(".?!"))
 
     def numbers(self, args: Mapping[str, Any], arg: str) -> list[float]:
         """The numbers the user said that are not another argument of the call (an MC
@@ -318,8 +332,15 @@ class _Seen:
         text = str(key)
         if not text:
             return False
+        if _WORD_OF_TEXT.fullmatch(text):
+            return text in self.words
         pattern = re.compile(r"(?<![\w-])" + re.escape(text) + r"(?![\w-])")
         return any(text in s and pattern.search(s) for s in self.shown)
+
+
+# a word of a text or of a tool result's JSON, as a key is written: what JSON and prose put
+# around a key (spaces, quotes, brackets, commas, colons) ends it
+_WORD_OF_TEXT = re.compile(r"[^\s\"',:;(){}\[\]<>]+")
 
 
 def _as_numbers(value: Any) -> list[float]:

@@ -11,6 +11,7 @@ from .compute import LEVELS, DomainCoverage
 
 _WORDS = {"declared": "declared", "applied": "applied", "could-fire": "could fire",
           "both-outcomes": "both outcomes", "boundary": "boundary"}
+MAX_NOTES = 5  # trials not replayed to the end, shown one a line; the others counted
 HEADERS = ("rule", "kind", "level", "calls", "applied", "held", "broken", "tasks")
 
 
@@ -47,7 +48,9 @@ def coverage_lines(cov: DomainCoverage) -> list[str]:
     lines += [f"  task {task} exercises no rule" for task in cov.tasks_without_rules]
     if cov.tasks_not_run:
         lines.append(f"  {plural(len(cov.tasks_not_run), 'task')} with no trial: {', '.join(cov.tasks_not_run)}")
-    lines += [f"  not replayed to the end: {note}" for note in cov.notes]
+    lines += [f"  not replayed to the end: {note}" for note in cov.notes[:MAX_NOTES]]
+    if len(cov.notes) > MAX_NOTES:
+        lines.append(f"  and {plural(len(cov.notes) - MAX_NOTES, 'more trial')} not replayed to the end")
     return lines
 
 
