@@ -14,6 +14,7 @@ from _sandtable_shop import run_dirs
 from pytest_sandtable.cli import main
 from pytest_sandtable.domain.loader import load_domain_text
 from pytest_sandtable.domain.model import Domain
+from pytest_sandtable.engine.results import TrialResult
 from pytest_sandtable.policy_coverage import (
     coverage,
     coverage_json,
@@ -286,3 +287,26 @@ def test_a_trial_that_does_not_replay_is_counted_up_to_where_it_stops() -> None:
     ] * 5 + ["  and 2 more trials not replayed to the end"]
     # the broken trial stopped before its book call: 2 book calls counted, rate-cap held at its bound only
     assert {r.id: (r.level, r.reached) for r in cov.rules}["rate-cap"] == ("applied", 2)
+
+
+def test_a_never_without_when_holds_in_a_trial_of_a_task_another_trial_broke_it_in() -> None:
+    text = DOMAIN.replace("    when: { amount: { gt: 300 } }\n", "").replace("tasks:\n", """\
+tasks:
+  - id: asks-advance
+    user: { opening: "MC 100101, an advance please?" }
+    reference:
+      - call: advance
+        args: { mc: "100101", amount: 100 }
+      - say: "Done."
+""")
+    domain = load_domain_text(text, "desk.sandtable.yaml")
+    broke = next(r for r in reference_results(domain) if r.task == "asks-advance")
+    refrained = TrialResult.from_dict({**broke.to_dict(), "trial": 2, "calls": [], "violations": [],
+                                       "transcript": [e for e in broke.transcript if e["role"] != "tool"]})
+    level = {r.id: (r.level, r.reached, r.held, r.broken) for r in coverage(domain, [broke]).rules}
+    assert level["advance-cap"] == ("could-fire", 1, 0, 1)  # every call of its tool breaks it
+    level = {r.id: (r.level, r.reached, r.held, r.broken) for r in coverage(domain, [broke, refrained]).rules}
+    assert level["advance-cap"] == ("both-outcomes", 1, 1, 1)
+    # a trial of another task that does not call the tool does not count as holding it
+    others = [r for r in reference_results(domain) if r.task != "asks-advance"]
+    assert {r.id: r.level for r in coverage(domain, [broke, *others]).rules}["advance-cap"] == "could-fire"

@@ -144,7 +144,7 @@ def coverage(domain: Domain, results: Iterable[TrialResult]) -> DomainCoverage:
     tasks = {t.id: t for t in domain.tasks}
     exercised: dict[str, bool] = {}
     unconditional = [inv for inv in domain.invariants if inv.kind == "never" and not inv.spec.get("when")]
-    # never without when: per task, per trial, (called its tool, broke it)
+    # never without when: rule -> task -> per trial of the task, whether it called the tool (and so broke it)
     per_task: dict[str, dict[str, list[bool]]] = {inv.id: {} for inv in unconditional}
     notes: list[str] = []
     trials = 0
