@@ -46,6 +46,18 @@ ONLY_NEGATIVE = ("passes when the agent does nothing (every expectation says wha
                  "a `called` expectation would check the agent engaged")
 
 
+# the policy coverage of each file's reference replays, after its findings (text)
+_RULE_TABLE = """\
+  rule          kind    level      calls    applied    held    broken    tasks
+  ------------  ------  -------  -------  ---------  ------  --------  -------
+  rate-ceiling  limit   applied        1          1       1         0        1
+"""
+QUOTE_COVERAGE = ("policy coverage: 1 rule: 1 applied; 0 policy sentences quoted by no rule; 1 task exercises no "
+                  "rule\n" + _RULE_TABLE + "  task quote exercises no rule\n  1 task with no trial: chat\n")
+CLEAN_COVERAGE = ("policy coverage: 1 rule: 1 applied; 0 policy sentences quoted by no rule; 0 tasks exercise no "
+                  "rule\n" + _RULE_TABLE)
+
+
 def lint(cwd: Path, *args: str) -> tuple[int, str, str]:
     proc = subprocess.run([sys.executable, "-m", "pytest_sandtable", "lint", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=120)
@@ -67,7 +79,9 @@ def test_text_is_the_default(project: Path) -> None:
         f"quote.sandtable.yaml:{QUOTE_LINE}: error: quote: {QUOTE_MESSAGE}\n"
         f"quote.sandtable.yaml:{CHAT_LINE}: note: chat: {NO_REFERENCE}\n"
         f"quote.sandtable.yaml:{CHAT_LINE}: note: chat: {ONLY_NEGATIVE}\n"
-        "ok: sandtable.yaml (1 task replayed)\n",
+        + QUOTE_COVERAGE +
+        "ok: sandtable.yaml (1 task replayed)\n"
+        + CLEAN_COVERAGE,
         "",
     )
 
@@ -79,6 +93,10 @@ def _finding(line: int, key: str, severity: str, message: str, task: str) -> dic
 
 def test_json_holds_every_finding_with_its_task_and_key(project: Path) -> None:
     code, out, err = lint(project, ".", "--format", "json")
+    coverage = [f["coverage"] for f in json.loads(out)["files"]]  # its fields: test_policy_coverage.py
+    assert [(c["domain"], c["trials"], c["levels"]["applied"], c["tasks_without_rules"]) for c in coverage] == [
+        ("freight", 2, 1, ["quote"]), ("freight", 1, 1, []),
+    ]
     expected = {
         "version": 1,
         "command": "lint",
@@ -88,9 +106,9 @@ def test_json_holds_every_finding_with_its_task_and_key(project: Path) -> None:
                  _finding(QUOTE_LINE, "tasks[1]", "error", QUOTE_MESSAGE, "quote"),
                  _finding(CHAT_LINE, "tasks[2]", "note", NO_REFERENCE, "chat"),
                  _finding(CHAT_LINE, "tasks[2]", "note", ONLY_NEGATIVE, "chat"),
-             ]},
+             ], "coverage": coverage[0]},
             {"file": "sandtable.yaml", "status": "ok",
-             "counts": {"tasks": 1, "tools": 2, "invariants": 1}, "problems": []},
+             "counts": {"tasks": 1, "tools": 2, "invariants": 1}, "problems": [], "coverage": coverage[1]},
         ],
         "totals": {"files": 2, "ok": 1, "invalid": 0, "flagged": 1, "missing": 0,
                    "errors": 1, "warnings": 0, "notes": 2},

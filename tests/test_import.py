@@ -121,7 +121,9 @@ def test_a_schema_keyword_params_lack_goes_into_the_description(env_copy: Path, 
 def test_lint_replays_every_reference(imported: Path, tmp_path: Path) -> None:
     r = cli("lint", imported, cwd=tmp_path)
     line = imported.read_text(encoding="utf-8").splitlines().index("  - id: retail-test-002") + 1
-    assert (r.returncode, r.stdout.splitlines()) == (0, [
+    lines = r.stdout.splitlines()
+    start = next(i for i, text in enumerate(lines) if text.startswith("policy coverage: "))
+    assert (r.returncode, lines[:start]) == (0, [
         f"{imported}:{line}: note: retail-test-002: reference call 3 modify_pending_order_payment returns an "
         "error (409 insufficient gift card balance to pay for the order); fine if the task is about that",
         f"{imported}:{line}: note: retail-test-002: passes when the agent does nothing (every expectation says "

@@ -44,7 +44,8 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "plugin": ("plugin", "serve", "adapters", "report", "engine", "domain"),
     "importer": ("importer", "report", "engine", "domain"),
     "mutate": ("mutate", "report", "engine", "domain"),
-    "cli": ("cli", "authoring", "importer", "mutate", "adapters", "report", "engine", "domain"),
+    "policy_coverage": ("policy_coverage", "report", "engine", "domain"),
+    "cli": ("cli", "authoring", "importer", "mutate", "policy_coverage", "adapters", "report", "engine", "domain"),
 }
 
 # The root ``__init__`` (the lazy public API) and ``__main__`` sit outside the
@@ -65,6 +66,7 @@ FORBIDDEN: Mapping[str, tuple[str, ...]] = {
     "adapters": _NOT_PYTEST,
     "authoring": _NOT_PYTEST,
     "serve": _NOT_PYTEST,
+    "policy_coverage": _NOT_PYTEST + _NOT_HTTP,
 }
 
 
@@ -310,11 +312,11 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
     })
     assert layer_problems(toy) == [
         "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, serve, plugin, "
-        "importer, mutate, cli)",
+        "importer, mutate, policy_coverage, cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
         "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, importer, "
-        "mutate, adapters, report, engine, domain",
+        "mutate, policy_coverage, adapters, report, engine, domain",
         "toy/domain/model.py:5: toy.domain.model imports toy.engine.world: domain may import only domain",
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",

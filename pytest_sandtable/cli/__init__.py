@@ -2,7 +2,8 @@
 
 One module per group of commands: :mod:`.check` (validate, lint), :mod:`.runs`
 (merge, report), :mod:`.authoring` (init, review), :mod:`.compare` (compare), :mod:`.regrade` (regrade),
-:mod:`.mutate` (mutate) and :mod:`.schema` (schema). Each command turns core errors into a message and an exit code.
+:mod:`.mutate` (mutate), :mod:`.policy_coverage` (coverage) and :mod:`.schema` (schema). Each command turns
+core errors into a message and an exit code.
 May import anything in the package except :mod:`pytest_sandtable.plugin`.
 """
 
@@ -12,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import authoring, check, compare, importer, mutate, regrade, runs, schema
+from . import authoring, check, compare, importer, mutate, policy_coverage, regrade, runs, schema
 from .exits import EXIT_ERROR
 
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_subcommands(commands)
     importer.add_subcommands(commands)
     mutate.add_subcommands(commands)
+    policy_coverage.add_subcommands(commands)
     return parser
 
 

@@ -133,6 +133,9 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     # loaded files: how many tasks, tools and invariants (what the text format's ok line says)
     counts: dict[str, int] | None = None
+    # lint: the policy coverage of the references' replays (policy_coverage.coverage_json)
+    coverage: dict[str, Any] | None = None
+    coverage_lines: list[str] = field(default_factory=list)
 
 
 def _from_problem(p: Problem) -> Diagnostic:
@@ -190,10 +193,13 @@ def _validated(path: Path, domain: Domain) -> FileResult:
 
 def _linted(path: Path, domain: Domain) -> FileResult:
     from ..engine.lint import lint_domain
+    from ..policy_coverage import coverage, coverage_json, coverage_lines, reference_results
 
     diagnostics = [_from_finding(f, domain) for f in lint_domain(domain)]
     flagged = any(d.severity != "note" for d in diagnostics)
-    return FileResult(str(path), FLAGGED if flagged else OK, diagnostics, _counts(domain))
+    cov = coverage(domain, reference_results(domain))
+    return FileResult(str(path), FLAGGED if flagged else OK, diagnostics, _counts(domain),
+                      coverage_json(cov), coverage_lines(cov))
 
 
 def _check_files(raw_paths: Sequence[str], check: Callable[[Path, Domain], FileResult]) -> Iterator[FileResult]:
@@ -266,7 +272,7 @@ class _Text(_Renderer):
         lines = [d.text for d in result.diagnostics]
         if result.counts is not None and not result.diagnostics:
             lines.append(f"ok: {result.file} ({self._ok_counts(result.counts)})")
-        return lines
+        return lines + result.coverage_lines
 
     def _ok_counts(self, counts: dict[str, int]) -> str:
         if self.command == "lint":
@@ -302,6 +308,7 @@ class _Json(_Renderer):
                     "status": r.status,
                     "counts": r.counts,
                     "problems": [d.as_json() for d in r.diagnostics],
+                    **({"coverage": r.coverage} if r.coverage is not None else {}),
                 }
                 for r in results
             ],
