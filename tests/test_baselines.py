@@ -154,6 +154,14 @@ def test_dump_is_every_scalar_as_the_agent_saw_it() -> None:
 def test_the_bundled_examples() -> None:
     freight = baselines(load_domain(REPO / "example_domains" / "freight" / "sandtable.yaml"))
     clinic = baselines(load_domain(REPO / "example_domains" / "clinic" / "sandtable.yaml"))
-    assert baseline_lines(freight)[0] == "do-nothing passes 0 of 17 tasks (0.0%)"
-    assert baseline_lines(freight)[2] == "spam passes 0 of 2 tasks that check replies (0.0%)"
-    assert baseline_lines(clinic)[0] == "do-nothing passes 1 of 8 tasks (12.5%): wrong-date-of-birth"
+    # the examples model a strong suite: neither trivial agent passes a task of theirs
+    assert baseline_lines(freight) == [
+        "do-nothing passes 0 of 17 tasks (0.0%)",
+        "spam passes 0 of 17 tasks (0.0%)",
+        "spam passes 0 of 16 tasks that check replies (0.0%)",
+    ]
+    assert baseline_lines(clinic) == [
+        "do-nothing passes 0 of 8 tasks (0.0%)",
+        "spam passes 0 of 8 tasks (0.0%)",
+        "spam passes 0 of 6 tasks that check replies (0.0%)",
+    ]

@@ -46,7 +46,8 @@ def test_every_field_of_a_result_holds_what_it_names() -> None:
     assert [e["role"] for e in r.transcript] == ["user", "tool", "agent"]
     assert [c["tool"] for c in r.calls] == ["transfer_to_human"] and r.violations == []
     assert [(c.id, c.passed) for c in r.checks] == [
-        ("called:transfer_to_human", True), ("not_called:book_load", True), ("not_called:log_offer", True)]
+        ("called:transfer_to_human", True), ("not_called:book_load", True), ("not_called:log_offer", True),
+        ("reply:transfer", True)]
     assert r.diff == {"created": [], "changed": []}
     assert r.usage == {"agent": {}, "user": {}}
     assert len(r.latency) == 1 and r.duration >= 0
