@@ -222,3 +222,16 @@ def test_invalid_mutants_are_not_counted(tmp_path: Path) -> None:
     assert got == {"verify-first": ("both-outcomes", 7, 5, 2),  # skip-first, drop-read@0
                    "insured": ("applied", 7, 7, 0),  # the mutants that broke it are the invalid ones
                    "rate-cap": ("boundary", 7, 6, 1)}
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "example_domains"
+
+
+@pytest.mark.parametrize("name", ["freight", "clinic"])
+def test_every_hard_rule_of_the_examples_sees_both_outcomes_from_the_mutants(name: str) -> None:
+    """The issue's goal for the bundled examples (docs/mutate.md, "Policy coverage from the mutants")."""
+    report = mutate_domain(load_domain(EXAMPLES / name / "sandtable.yaml"), coverage=True)
+    assert report.coverage is not None
+    below = [(r.id, r.level) for r in report.coverage.rules
+             if not r.soft and r.level not in ("both-outcomes", "boundary")]
+    assert below == []
