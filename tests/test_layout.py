@@ -43,7 +43,7 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "serve": ("serve", "engine", "domain"),
     "plugin": ("plugin", "serve", "adapters", "report", "engine", "domain"),
     "importer": ("importer", "report", "engine", "domain"),
-    "mutate": ("mutate", "report", "engine", "domain"),
+    "mutate": ("mutate", "policy_coverage", "report", "engine", "domain"),
     "policy_coverage": ("policy_coverage", "report", "engine", "domain"),
     "cli": ("cli", "authoring", "importer", "mutate", "policy_coverage", "adapters", "report", "engine", "domain"),
 }

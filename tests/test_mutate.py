@@ -276,11 +276,28 @@ def test_the_text_format_s_lines(tmp_path: Path, capsys: pytest.CaptureFixture[s
                          ["closed-item", "5", "4", "0", "1", "0", "0", "100.0%"]]
     start = lines.index("survived (3):")
     assert lines[start : start + 4] == SURVIVED
-    assert lines[-3:] == [
+    end = lines.index("decorative checks, killed no mutant (1): closed-item: reply:closed")
+    assert lines[end:] == [
         "decorative checks, killed no mutant (1): closed-item: reply:closed",
+        "",
+        *SHOP_COVERAGE,
         "",
         "sandtable mutate: 1 domain, 24 mutants: score 84.2% (16 killed of 19 scored); 1 weak task; ok",
     ]
+
+
+# the policy coverage of the references and the mutants that ran (tests/test_mutate_coverage.py)
+SHOP_COVERAGE = [
+    "policy coverage: 5 rules: 5 both outcomes; 1 policy sentence quoted by no rule; 0 tasks exercise no rule",
+    "  rule           kind            level            calls    applied    held    broken    tasks",
+    "  -------------  --------------  -------------  -------  ---------  ------  --------  -------",
+    "  look-first     before          both-outcomes       19         19      15         4        1",
+    "  open-only      require         both-outcomes       19         19      17         2        1",
+    "  qty-cap        limit           both-outcomes       19         19      18         1        1",
+    "  no-big-refund  never           both-outcomes        3          3       1         2        2",
+    "  code-secret    never_disclose  both-outcomes       46         46      41         5        2",
+    "  quoted by no rule: Look an item up before you order it.",
+]
 
 
 @pytest.mark.parametrize(

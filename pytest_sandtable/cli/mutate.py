@@ -2,8 +2,9 @@
 
 Every task's reference is rewritten into small faults and each replayed through the
 engine (no model); the command prints, per domain, the mutants by operator and by
-task, each survivor with an expectation that would catch it, and the checks that
-killed nothing. ``--format`` text, json or github, as ``lint``.
+task, each survivor with an expectation that would catch it, the checks that
+killed nothing, and the policy coverage of the references and the mutants that ran
+(``--no-coverage``: not). ``--format`` text, json or github, as ``lint``.
 
 Exit 2 on bad input (a path that names no domain file, a file that does not load, an
 ``accept:`` entry naming no generated mutant); else 1 when ``--fail-under`` or
@@ -57,6 +58,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                      help="exit 1 when the mutation score of all files together is below SCORE percent")
     cmd.add_argument("--fail-on-weak", action="store_true",
                      help="exit 1 when a task lets a must-be-caught mutant survive")
+    cmd.add_argument("--no-coverage", action="store_true",
+                     help="leave out the policy coverage of the references and the mutants (faster: "
+                     "coverage replays each trial's calls again)")
     cmd.set_defaults(func=mutate)
 
 
@@ -98,7 +102,7 @@ def mutate(args: argparse.Namespace) -> int:
             docs.append({"file": loaded.file, "status": loaded.status,
                          "problems": [d.as_json() for d in loaded.diagnostics]})
             continue
-        report = mutate_domain(loaded)
+        report = mutate_domain(loaded, coverage=not args.no_coverage)
         reports.append(report)
         base = _baselines(loaded)
         if report.problems:

@@ -4,5 +4,6 @@ Each task's ``reference`` is rewritten into small faults (:mod:`.operators`), ea
 rewrite replayed by the reference agent against the task's scripted user through the
 engine, and classified killed, survived, equivalent, accepted or invalid
 (:mod:`.run`). No model is called. Nothing here is imported by the pytest plugin.
-May import ``engine``, ``domain`` and ``report``.
+May import ``policy_coverage`` (the replays' policy coverage), ``engine``, ``domain``
+and ``report``.
 """

@@ -19,6 +19,7 @@ from typing import Any
 from ..domain.conditions import argument_name, format_value, is_operator_object, row_matches
 from ..domain.model import MISSING, Domain, Invariant, RefStep, Task, Tool
 from ..engine.results import TrialResult
+from ..policy_coverage.compute import limit_step
 
 MUST = "must"  # a good suite catches it
 MAY = "may"  # it may survive (often equivalent)
@@ -140,8 +141,12 @@ def _changed_value(domain: Domain, tool: Tool, arg: str, value: Any, args: Mappi
                 if bound is None:
                     continue
                 kind, b = bound
-                step = 1
+                step = limit_step(domain, inv, b)  # coverage's step: its boundary pair is what this makes
                 new = {"lte": b + step, "lt": b, "gte": b - step, "gt": b}[kind]
+                if not float(step).is_integer():  # 2.49 + 0.01 is 2.5, not 2.5000000000000004
+                    new = round(new, 6)
+                elif isinstance(b, int):
+                    new = int(new)
                 return f"limit:{inv.id}", new
     key_table = _key_args(domain, tool).get(arg)
     if key_table is not None and key_table in domain.tables:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..policy_coverage import coverage_lines
 from ..report.fmt import pct, plural
 from ..report.safe import safe_text
 from .run import ACCEPTED, EQUIVALENT, INVALID, KILLED, SURVIVED, DomainReport
@@ -65,6 +66,8 @@ def text_lines(r: DomainReport, baselines: Any = None) -> list[str]:
         lines += ["", f"decorative checks, killed no mutant ({len(decorative)}): {', '.join(decorative)}"]
     if baselines is not None:
         lines += ["", baseline_line(baselines)]
+    if r.coverage is not None and r.coverage.trials:  # from the references and the mutants that ran
+        lines += ["", *coverage_lines(r.coverage)]
     return [safe_text(line) for line in lines]
 
 

@@ -10,6 +10,12 @@ on one event loop. Each mutant ends in one state, as Stryker names them:
 - ``accepted``: it passed and the task's ``accept:`` names it (with a reason);
 - ``survived``: it passed otherwise;
 - ``invalid``: it could not run (the rewrite cannot be made, or the trial errored).
+
+The replays are also trials of the domain's policy: ``on_trial`` is given each one as
+it is made (each reference's, then each mutant's that ran: an invalid mutant's is not),
+and with ``coverage=True`` the report's :attr:`DomainReport.coverage` is the policy
+coverage of them all (:mod:`pytest_sandtable.policy_coverage`), counted as they come:
+no trial is kept.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +34,7 @@ from ..engine.reference import ReferenceAgent
 from ..engine.results import ERRORED, FAILED, PASSED, TrialResult
 from ..engine.scripted_user import ScriptedUser
 from ..engine.trial import _graded_trial
+from ..policy_coverage import CoverageAccumulator, DomainCoverage, coverage_json
 from .operators import EXPECTED, MUST, OPERATORS, Mutant, generate
 
 KILLED = "killed"
@@ -107,6 +114,7 @@ class DomainReport:
     tasks: list[TaskReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # accept entries naming no generated mutant
     rules: dict[str, int] = field(default_factory=dict)  # hard rule id -> mutants it killed
+    coverage: DomainCoverage | None = None  # policy coverage by the references and the valid mutants
 
     @property
     def mutants(self) -> list[MutantResult]:
@@ -150,7 +158,12 @@ class DomainReport:
             "operators": [{"operator": op, "expected": ex, "counts": c} for op, ex, c in self.by_operator()],
             "rules": self.rules, "decorative": self.decorative(),
             "tasks": [t.as_json() for t in self.tasks],
+            **({"coverage": coverage_json(self.coverage)} if self.coverage is not None else {}),
         }
+
+
+OnTrial = Callable[[TrialResult], object]
+"""Given each replay that ran: a reference's, or a valid mutant's."""
 
 
 class MutantAgent(ReferenceAgent):
@@ -174,24 +187,40 @@ def _signature(r: TrialResult) -> str:
     return json.dumps([r.diff, replies, violations], sort_keys=True, default=str, ensure_ascii=False)
 
 
-def mutate_domain(domain: Domain) -> DomainReport:
+def mutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False) -> DomainReport:
     """Every task's mutants replayed and classified (see the module's docstring)."""
-    return asyncio.run(amutate_domain(domain))
+    return asyncio.run(amutate_domain(domain, on_trial=on_trial, coverage=coverage))
 
 
-async def amutate_domain(domain: Domain) -> DomainReport:
+async def amutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False) -> DomainReport:
     file = domain.path or "<string>"
     report = DomainReport(domain.name, file)
     report.rules = {inv.id: 0 for inv in domain.invariants if not inv.soft}
+    acc = CoverageAccumulator(domain) if coverage else None
+    sink = _sink(on_trial, acc)
     for index, task in enumerate(domain.tasks):
-        tr, mutant_ids = await _mutate_task(domain, task)
+        tr, mutant_ids = await _mutate_task(domain, task, sink)
         report.tasks.append(tr)
         for m in tr.mutants:
             for c in m.killed_by:
                 if c in report.rules:
                     report.rules[c] += 1
         report.problems += _accept_problems(file, index, task, mutant_ids)
+    if acc is not None:
+        report.coverage = acc.result()
     return report
+
+
+def _sink(on_trial: OnTrial | None, acc: CoverageAccumulator | None) -> OnTrial | None:
+    """One callback for the caller's ``on_trial`` and the coverage accumulator."""
+    if acc is None or on_trial is None:
+        return on_trial if acc is None else acc.add
+
+    def both(result: TrialResult) -> None:
+        acc.add(result)
+        on_trial(result)
+
+    return both
 
 
 def _accept_entries(task: Task) -> list[Any]:
@@ -214,7 +243,7 @@ def _accept_problems(file: str, index: int, task: Task, ids: list[str] | None) -
     return out
 
 
-async def _mutate_task(domain: Domain, task: Task) -> tuple[TaskReport, list[str] | None]:
+async def _mutate_task(domain: Domain, task: Task, sink: OnTrial | None) -> tuple[TaskReport, list[str] | None]:
     tr = TaskReport(task.id, task.pos.line if task.pos else 0)
     if not task.reference:
         tr.skipped = "no reference: nothing to mutate"
@@ -223,6 +252,8 @@ async def _mutate_task(domain: Domain, task: Task) -> tuple[TaskReport, list[str
         tr.skipped = "the scripted user has nothing to say: give user.opening or user.script"
         return tr, None
     ref = await _replay(domain, task, None)
+    if sink is not None:  # as policy_coverage.reference_results: every reference replayed, whatever its verdict
+        sink(ref)
     if ref.verdict == ERRORED:
         tr.skipped = f"the reference trial errored: {ref.error}"
         return tr, None
@@ -235,7 +266,7 @@ async def _mutate_task(domain: Domain, task: Task) -> tuple[TaskReport, list[str
     signature = _signature(ref)
     mutants = generate(domain, task, ref)
     for mutant in mutants:
-        result = await _classify(domain, task, mutant, ref, signature, accepted)
+        result = await _classify(domain, task, mutant, ref, signature, accepted, sink)
         tr.mutants.append(result)
         for c in result.killed_by:
             if c in tr.checks:
@@ -244,7 +275,8 @@ async def _mutate_task(domain: Domain, task: Task) -> tuple[TaskReport, list[str
 
 
 async def _classify(
-    domain: Domain, task: Task, mutant: Mutant, ref: TrialResult, signature: str, accepted: dict[Any, str]
+    domain: Domain, task: Task, mutant: Mutant, ref: TrialResult, signature: str, accepted: dict[Any, str],
+    sink: OnTrial | None = None,
 ) -> MutantResult:
     out = MutantResult(mutant.id, mutant.operator, EXPECTED[mutant.operator], INVALID, mutant.diff)
     if mutant.steps is None:
@@ -255,9 +287,12 @@ async def _classify(
     except Exception as e:  # the engine never raises for a trial; should it, this mutant only is lost
         out.reason = f"{type(e).__name__}: {e}"
         return out
-    if result.verdict == ERRORED:
+    if result.verdict == ERRORED:  # invalid: its trial is not one of the policy's (nor given to sink)
         out.reason = result.error or "the trial errored"
-    elif result.verdict != PASSED:
+        return out
+    if sink is not None:
+        sink(result)
+    if result.verdict != PASSED:
         out.state = KILLED
         out.killed_by = [c.id for c in result.failed_checks]
     elif _signature(result) == signature:

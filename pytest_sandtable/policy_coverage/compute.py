@@ -45,7 +45,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
@@ -134,49 +134,68 @@ def coverage(domain: Domain, results: Iterable[TrialResult]) -> DomainCoverage:
     """The policy coverage of ``domain`` by ``results`` (any trials of its tasks: the
     references' replays, a run's results, mutants' replays); trials of another domain
     or of a task the domain does not have are left out."""
-    rules = {inv.id: RuleCoverage(inv.id, inv.kind, inv.soft, inv.tool, inv.source_quote) for inv in domain.invariants}
-    by_tool: dict[str, list[Invariant]] = {}
-    for inv in domain.invariants:
-        if inv.tool is not None:
-            by_tool.setdefault(inv.tool, []).append(inv)
-    disclose = [inv for inv in domain.invariants if inv.kind == "never_disclose"]
-    scanner = DisclosureScanner(domain) if disclose else None
-    tasks = {t.id: t for t in domain.tasks}
-    exercised: dict[str, bool] = {}
-    unconditional = [inv for inv in domain.invariants if inv.kind == "never" and not inv.spec.get("when")]
-    # never without when: rule -> task -> per trial of the task, whether it called the tool (and so broke it)
-    per_task: dict[str, dict[str, list[bool]]] = {inv.id: {} for inv in unconditional}
-    notes: list[str] = []
-    trials = 0
+    acc = CoverageAccumulator(domain)
     for result in results:
-        task = tasks.get(result.task)
-        if result.domain != domain.name or task is None:
-            continue
-        trials += 1
-        touched = _replay(domain, task, result, rules, by_tool, disclose, scanner, notes)
-        exercised[task.id] = exercised.get(task.id, False) or touched
-        for inv in unconditional:
+        acc.add(result)
+    return acc.result()
+
+
+class CoverageAccumulator:
+    """:func:`coverage` one trial at a time: :meth:`add` each trial as it comes (nothing
+    of it is kept but the counts), then :meth:`result`. For a producer that cannot be
+    iterated, such as ``mutate``'s replays (``mutate_domain(on_trial=acc.add)``)."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self._rules = {inv.id: RuleCoverage(inv.id, inv.kind, inv.soft, inv.tool, inv.source_quote)
+                       for inv in domain.invariants}
+        self._by_tool: dict[str, list[Invariant]] = {}
+        for inv in domain.invariants:
+            if inv.tool is not None:
+                self._by_tool.setdefault(inv.tool, []).append(inv)
+        self._disclose = [inv for inv in domain.invariants if inv.kind == "never_disclose"]
+        self._scanner = DisclosureScanner(domain) if self._disclose else None
+        self._tasks = {t.id: t for t in domain.tasks}
+        self._exercised: dict[str, bool] = {}
+        self._unconditional = [inv for inv in domain.invariants if inv.kind == "never" and not inv.spec.get("when")]
+        # never without when: rule -> task -> [trials of the task that did not call the tool, that did]
+        self._per_task: dict[str, dict[str, list[int]]] = {inv.id: {} for inv in self._unconditional}
+        self._notes: list[str] = []
+        self._trials = 0
+
+    def add(self, result: TrialResult) -> None:
+        """Count one trial (left out when of another domain or of a task the domain lacks)."""
+        task = self._tasks.get(result.task)
+        if result.domain != self.domain.name or task is None:
+            return
+        self._trials += 1
+        touched = _replay(self.domain, task, result, self._rules, self._by_tool, self._disclose, self._scanner,
+                          self._notes)
+        self._exercised[task.id] = self._exercised.get(task.id, False) or touched
+        for inv in self._unconditional:
             called = any(c.get("tool") == inv.tool and inv.id in (c.get("violations") or ()) for c in result.calls)
-            per_task[inv.id].setdefault(task.id, []).append(called)
-    for inv in unconditional:
-        rc = rules[inv.id]
-        rc.held = sum(
-            sum(1 for called in trials_of if not called)
-            for trials_of in per_task[inv.id].values() if any(trials_of)
+            self._per_task[inv.id].setdefault(task.id, [0, 0])[int(called)] += 1
+
+    def result(self) -> DomainCoverage:
+        """The coverage of the trials added so far."""
+        domain = self.domain
+        rules = {k: replace(r, boundary={op: list(p) for op, p in r.boundary.items()}, tasks=set(r.tasks))
+                 for k, r in self._rules.items()}
+        for inv in self._unconditional:
+            rules[inv.id].held = sum(quiet for quiet, called in self._per_task[inv.id].values() if called)
+        sentences = policy_sentences(domain.policy)
+        unquoted, not_found = _quoted(sentences, domain.invariants)
+        return DomainCoverage(
+            domain=domain.name,
+            trials=self._trials,
+            rules=list(rules.values()),
+            sentences=sentences,
+            unquoted=unquoted,
+            quotes_not_found=not_found,
+            tasks_without_rules=[t.id for t in domain.tasks if t.id in self._exercised and not self._exercised[t.id]],
+            tasks_not_run=[t.id for t in domain.tasks if t.id not in self._exercised],
+            notes=list(self._notes),
         )
-    sentences = policy_sentences(domain.policy)
-    unquoted, not_found = _quoted(sentences, domain.invariants)
-    return DomainCoverage(
-        domain=domain.name,
-        trials=trials,
-        rules=list(rules.values()),
-        sentences=sentences,
-        unquoted=unquoted,
-        quotes_not_found=not_found,
-        tasks_without_rules=[t.id for t in domain.tasks if t.id in exercised and not exercised[t.id]],
-        tasks_not_run=[t.id for t in domain.tasks if t.id not in exercised],
-        notes=notes,
-    )
 
 
 def _replay(
