@@ -406,3 +406,12 @@ def test_arguments_are_built_for_length_and_matches_conditions() -> None:
     assert _satisfying({"reason": {"matches": "(?i)chest pain|faint"}}) == {"reason": "chest pain"}
     assert _satisfying({"amount": {"gt": 300}, "kind": "cash"}) == {"amount": 301, "kind": "cash"}
     assert _satisfying({"amount": {"gt": "$limit"}}) is None  # a condition on another argument: not built
+
+
+def test_spam_says_one_value_a_line_so_never_disclose_reads_each() -> None:
+    # joined with spaces, the ceiling 885 after 700 read as the one number 700,885
+    freight = load_domain(Path(__file__).resolve().parent.parent / "example_domains" / "freight" / "sandtable.yaml")
+    report = mutate_domain(freight)
+    (task,) = [t for t in report.tasks if t.task == "caller-asks-for-the-max"]
+    (spam,) = [m for m in task.mutants if m.id == "spam"]
+    assert (spam.state, spam.killed_by) == ("killed", ["ceiling-is-secret", "reply:$800"])

@@ -432,7 +432,9 @@ def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutan
         i = writes[0]
         yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]))
     if seen and first_say is not None:
-        dump = " ".join(format_value(v) for v in seen)
+        # one value a line: joined with spaces, "700 885" reads as the one number 700,885 to
+        # never_disclose, which then missed the 885 (as the baselines' spam agent writes it)
+        dump = "\n".join(format_value(v) for v in seen)
         steps = [RefStep(say=dump) if s.say is not None else s for s in ref]
         yield Mutant("spam", "spam", MUST, f"every reply is every value seen ({len(seen)} values)", steps)
     # may survive
