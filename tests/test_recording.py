@@ -341,3 +341,20 @@ def test_reference_runs_need_no_recording(pytester: pytest.Pytester) -> None:
     pytester.runpytest("--sandtable-record=none", "-p", "no:cacheprovider", "--sandtable-out=o")
     assert [t["error"] for t in results(pytester, "o")["trials"]] == [None]
     assert not (pytester.path / "cassettes").exists()
+
+
+def test_a_replay_needs_no_api_key(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys: None) -> None:
+    # docs/recording.md: "replay (every pull request): no key, no network"
+    recorded, claude, oai = record_k2(pytester, monkeypatch, "--sandtable-record=once", "--sandtable-out=live")
+    recorded.assert_outcomes(passed=2)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    replay = run(pytester, monkeypatch, claude, oai, "--sandtable-k=2", "--sandtable-record=none",
+                 "--sandtable-out=replayed")
+    replay.assert_outcomes(passed=2)
+    assert [t["replayed"] for t in results(pytester, "replayed")["trials"]] == [True, True]
+    # recording needs the key as ever
+    again = run(pytester, monkeypatch, claude, oai, "--sandtable-k=2", "--sandtable-record=all")
+    again.stderr.fnmatch_lines(["ERROR: --sandtable-agent: claude:<model> needs an API key in the "
+                                "ANTHROPIC_API_KEY environment variable"])
+    assert again.ret == pytest.ExitCode.USAGE_ERROR

@@ -72,6 +72,21 @@ def anthropic_key(api_key: str | None = None) -> str:
     return key
 
 
+REPLAY_KEY = "sandtable-replays-without-a-key"
+"""What the SDK is given as its key when ``--sandtable-record=none`` replays every call and
+no key is set: no request leaves the machine, so none is needed (docs/recording.md)."""
+
+
+def _key_or_replay(api_key: str | None) -> str:
+    try:
+        return anthropic_key(api_key)
+    except ValueError:
+        played = recording.settings()
+        if played is not None and played.mode == "none":
+            return REPLAY_KEY
+        raise
+
+
 class ClaudeMessages:
     """Calls the Messages API for one model with the retry policy; one SDK client per
     event loop. ``role`` ("agent" or "user") and ``error`` (AgentError or UserError)
@@ -91,7 +106,7 @@ class ClaudeMessages:
         self.options = options
         self.label = f"claude {role} {model}"
         self.error = error
-        self.__key = anthropic_key(api_key)
+        self.__key = _key_or_replay(api_key)
         given = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL")
         self.base_url = anthropic_base_url(given) or DEFAULT_BASE_URL
         self.host = host_of(self.base_url)
