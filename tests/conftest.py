@@ -7,6 +7,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+# pytester's in-process runs drop from sys.modules what was first imported during them.
+# httpx imports httpcore (and h11, anyio's backend) only at its first connection: made first
+# inside such a run, httpcore was imported again afterwards, and the httpx of the adapters no
+# longer recognised the new copy's errors (a dropped connection became an "unexpected error"
+# in test_adapters whenever test_recording ran first). Imported here, once for the session.
+import anyio._backends._asyncio  # noqa: F401
+import h11  # noqa: F401
+import httpcore  # noqa: F401
 import pytest
 
 import pytest_sandtable as st
