@@ -247,4 +247,9 @@ def test_count_says_it_does_not_repeat_trials(project: pytest.Pytester) -> None:
     result.assert_outcomes(failed=1)
     assert result.outlines.count(
         "sandtable: --count 2 (pytest-repeat) repeats test functions, not trials; "
-        "for 2 trials of each task use --sandtable-k 2") == 1
+        "for 2 times the 1 trial of each task use --sandtable-k 2") == 1
+    result = project.runpytest(*PLUGIN_ARGS, "--count=3", "--sandtable-k=2")
+    result.assert_outcomes(failed=2)
+    assert result.outlines.count(
+        "sandtable: --count 3 (pytest-repeat) repeats test functions, not trials; "
+        "for 3 times the 2 trials of each task use --sandtable-k 6") == 1

@@ -170,9 +170,12 @@ def notes(config: pytest.Config) -> list[str]:
         )
     count = getattr(config.option, "count", 1)
     if found.trials and isinstance(count, int) and count > 1:
+        from .config import RunConfig
+
+        k = RunConfig.of(config).k
         lines.append(
             f"sandtable: --count {count} (pytest-repeat) repeats test functions, not trials; "
-            f"for {count} trials of each task use --sandtable-k {count}"
+            f"for {count} times the {k} trial{'' if k == 1 else 's'} of each task use --sandtable-k {k * count}"
         )
     return lines
 
