@@ -63,6 +63,8 @@ class RunReport:
     write_error: str | None  # why they could not be written
     # with --sandtable-baseline: a few lines on the comparison, for the terminal summary
     comparison: list[str] = dataclasses.field(default_factory=list)
+    # policy coverage: per domain its summary line, or the one line saying why it was not computed
+    coverage: list[str] = dataclasses.field(default_factory=list)
 
 
 class Recorder:
@@ -342,8 +344,9 @@ class Recorder:
             return
         results = self._results(session)
         comparison = self._against_baseline(results)
+        coverage = self._policy_coverage(results)
         out_dir, write_error = self._write(results)
-        self.report = RunReport(results, out_dir, write_error, comparison)
+        self.report = RunReport(results, out_dir, write_error, comparison, coverage)
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
@@ -366,6 +369,8 @@ class Recorder:
 
             terminalreporter.section("sandtable")
             for line in render_terminal(report.results["summary"], all_tasks=self.run.all_tasks):
+                terminalreporter.write_line(line)
+            for line in report.coverage:
                 terminalreporter.write_line(line)
         outcome = yield
         if report is not None:
@@ -412,6 +417,44 @@ class Recorder:
                                stopped_early=results["run"].get("stopped_early"), regression=checks)
             results["gate"] = outcome.to_dict(run.fail_under, run.floors)  # type: ignore[typeddict-item]
         return lines
+
+    def _policy_coverage(self, results: Results) -> list[str]:
+        """The policy coverage of the run's trials (docs/grading.md, "Policy coverage"),
+        off the per-trial path: at the end, the stored trials read back one at a time, each
+        fed to its domain's accumulator. Per domain its summary line; a failure is one line
+        and never breaks the run."""
+        if not results["trials"]:
+            return []
+        try:
+            from ..engine.results import TrialResult
+            from ..policy_coverage import CoverageAccumulator
+            from ..policy_coverage.render import summary_line
+
+            root = Path(self.config.rootpath)
+            loaded: dict[str, Any] = {}
+            if RUN_STATE in self.config.stash:
+                from .session import run_state
+
+                loaded = {_rel(Path(path), root): dom for path, dom in run_state(self.config).domains.items()}
+            accs: dict[tuple[str, str], CoverageAccumulator] = {}
+            for stored in results["trials"]:
+                t = TrialResult.from_dict(dict(stored))
+                path = t.location.rpartition(":")[0] if ":" in t.location else t.location
+                acc = accs.get((t.domain, path))
+                if acc is None:
+                    domain = loaded.get(path)
+                    if domain is None:  # the xdist controller loads no domain: the workers did
+                        from ..domain.cache import load_domain_cached
+
+                        run = self.run
+                        domain = load_domain_cached(root / path, run.domain_cache_dir if run.domain_cache else None)
+                        loaded[path] = domain
+                    acc = accs[(t.domain, path)] = CoverageAccumulator(domain)
+                acc.add(t)
+            covs = [accs[key].result() for key in sorted(accs)]
+            return [summary_line(cov).replace("policy coverage:", f"policy coverage {cov.domain}:", 1) for cov in covs]
+        except Exception as e:  # coverage is a report: never the run's end
+            return [f"sandtable: policy coverage not computed: {type(e).__name__}: {e}"]
 
     def _write(self, results: Results) -> tuple[Path | None, str | None]:
         """Write results.json and report.html; where they went, or why they could not be written."""
