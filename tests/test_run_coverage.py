@@ -71,8 +71,21 @@ def test_a_run_shows_its_policy_coverage_per_domain(pytester: pytest.Pytester, w
     assert not [line for line in lines if "policy coverage not computed" in line]
     # in the sandtable section, before where the files went
     assert lines.index(LINE) < next(i for i, line in enumerate(lines) if line.startswith("sandtable: results in"))
-    doc = only_results(pytester.path)
-    assert "coverage" not in doc or doc["coverage"]  # step 2 fills it
+    doc = only_results(pytester.path)  # read_results checks it against the schema
+    assert doc["schema_version"] == "1.4"
+    [cov] = doc["coverage"]
+    assert {k: cov[k] for k in ("domain", "path", "trials", "levels")} == {
+        "domain": "desk", "path": "desk.sandtable.yaml", "trials": 2,
+        "levels": {"declared": 0, "applied": 0, "could-fire": 0, "both-outcomes": 0, "boundary": 1},
+    }
+    [rule] = cov["rules"]
+    assert rule == {
+        "id": "rate-cap", "kind": "limit", "soft": False, "tool": "book", "level": "boundary",
+        "calls": 2, "applied": 2, "held": 1, "broken": 1, "could_fire": True,
+        "tasks": ["at-ceiling", "past-ceiling"],
+        "boundary": {"lte": {"held_at_bound": True, "broken_past_bound": True}},
+    }
+    assert (cov["unreached_rules"], cov["tasks_without_rules"], cov["tasks_not_run"]) == ([], [], [])
 
 
 def test_a_coverage_failure_is_one_line_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
@@ -88,4 +101,6 @@ def test_a_coverage_failure_is_one_line_and_the_run_goes_on(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--sandtable-k=1")
     result.assert_outcomes(passed=1, failed=1)
     assert "sandtable: policy coverage not computed: RuntimeError: no accumulator" in result.outlines
-    assert only_results(pytester.path)["summary"]["trials"] == 2
+    doc = only_results(pytester.path)
+    assert doc["summary"]["trials"] == 2
+    assert "coverage" not in doc

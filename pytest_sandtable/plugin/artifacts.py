@@ -427,7 +427,7 @@ class Recorder:
             return []
         try:
             from ..engine.results import TrialResult
-            from ..policy_coverage import CoverageAccumulator
+            from ..policy_coverage import CoverageAccumulator, coverage_json
             from ..policy_coverage.render import summary_line
 
             root = Path(self.config.rootpath)
@@ -451,7 +451,11 @@ class Recorder:
                         loaded[path] = domain
                     acc = accs[(t.domain, path)] = CoverageAccumulator(domain)
                 acc.add(t)
-            covs = [accs[key].result() for key in sorted(accs)]
+            keys = sorted(accs)
+            covs = [accs[key].result() for key in keys]
+            # built whole before it is set: a failure leaves results.json without the field
+            results["coverage"] = [{"domain": cov.domain, "path": path, **coverage_json(cov)}
+                                   for cov, (_, path) in zip(covs, keys)]
             return [summary_line(cov).replace("policy coverage:", f"policy coverage {cov.domain}:", 1) for cov in covs]
         except Exception as e:  # coverage is a report: never the run's end
             return [f"sandtable: policy coverage not computed: {type(e).__name__}: {e}"]

@@ -458,3 +458,4 @@ class Results(TypedDict):
     tasks: list[TaskVerdict]
     summary: Summary
     gate: Gate
+    coverage: NotRequired[list[dict[str, Any]]]  # since 1.4: the policy coverage, per domain file
