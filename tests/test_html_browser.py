@@ -4,6 +4,7 @@ and the page makes no request of its own. Plus checks of the markup itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -595,6 +596,71 @@ def test_a_page_of_many_tasks_in_a_browser(many_tasks_report: tuple[Path, list[d
             target = page.locator(href)
             target.locator(".trial-body li.msg.agent").first.wait_for(state="visible", timeout=10_000)
             assert target.evaluate("d => d.open") is True and _in_viewport(page, href)
+            assert errors == []
+        finally:
+            browser.close()
+
+
+# --------------------------------------------------------------------------- policy coverage
+
+
+def _coverage_run(out: Path) -> tuple[Any, dict[str, Any]]:
+    """A run of the shop's references with its policy coverage (a note planted with
+    markup) written to ``out``: the domain and the coverage entry."""
+    from pytest_sandtable.policy_coverage import CoverageAccumulator, coverage_json
+
+    domain = load_domain_text(SHOP, "sandtable.yaml")
+    trials = [run_trial(domain, task.id, ReferenceAgent(), ScriptedUser(), trial=1, k=1, location="sandtable.yaml:1")
+              for task in domain.tasks]
+    acc = CoverageAccumulator(domain)
+    for t in trials:
+        acc.add(t)
+    cov = {"domain": "shop", "path": "sandtable.yaml", **coverage_json(acc.result())}
+    cov["notes"] = [f"planted {PLANTED_SCRIPT}"]
+    meta = RunMeta(domains=[{"name": "shop", "path": "sandtable.yaml", "sha256": domain.sha256}],
+                   agent="reference", user="scripted", k=1, run_seed=0)
+    results = build_results(trials, meta)
+    results["coverage"] = [cov]
+    write_run(results, out)
+    return domain, cov
+
+
+def test_the_policy_coverage_section_has_a_row_per_rule_and_escapes_its_values(tmp_path: Path) -> None:
+    domain, cov = _coverage_run(tmp_path)
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert html.count("<script") == 1 and "<li>not replayed to the end: planted &lt;script&gt;" in html
+    section = html[html.index('<section id="policy-coverage">'):]
+    section = section[:section.index("</section>")]
+    rows = re.findall(r"<tr><td><code>([^<]*)</code></td><td>([^<]*)</td><td>([^<]*)</td>", section)
+    assert rows == [(r["id"], r["kind"] + (" (soft)" if r["soft"] else ""), r["level"]) for r in cov["rules"]]
+    assert len(rows) == len(domain.invariants) > 0
+    assert 'id="policy-coverage"' not in render_report({k: v for k, v in json.loads(
+        (tmp_path / "results.json").read_text(encoding="utf-8")).items() if k != "coverage"})
+
+
+@needs_chromium
+def test_the_policy_coverage_section_in_a_browser(tmp_path: Path) -> None:
+    sync_playwright = _playwright()
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed")
+    domain, cov = _coverage_run(tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((tmp_path / "report.html").as_uri())
+            section = page.locator("#policy-coverage")
+            assert section.locator("h2").inner_text().startswith("Policy coverage")
+            rows = section.locator("table.coverage tbody tr")
+            assert [r.inner_text().split("\t") for r in rows.all()] == [
+                [r["id"], r["kind"] + (" (soft)" if r["soft"] else ""), r["level"], str(r["calls"]),
+                 str(r["applied"]), str(r["held"]), str(r["broken"]), str(len(r["tasks"]))]
+                for r in cov["rules"]]
+            assert rows.count() == len(domain.invariants) > 0
+            assert f"not replayed to the end: planted {PLANTED_SCRIPT}" in section.inner_text()
+            assert page.evaluate("window.__pwned") is None
             assert errors == []
         finally:
             browser.close()

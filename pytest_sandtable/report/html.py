@@ -195,8 +195,11 @@ def _complete(results: Mapping[str, Any]) -> Results:
     writer: Writer = {"name": "pytest-sandtable", "version": "", "command": ""}
     writer.update(_part(results, "writer"))
     # the trials are read once, as they come (write_report_html), never held here
-    return {"schema_version": results.get("schema_version", ""), "writer": writer, "run": run, "trials": [],
-            "tasks": list(results.get("tasks") or []), "summary": summary, "gate": gate}
+    doc: Results = {"schema_version": results.get("schema_version", ""), "writer": writer, "run": run, "trials": [],
+                    "tasks": list(results.get("tasks") or []), "summary": summary, "gate": gate}
+    if results.get("coverage"):  # (1.4) optional
+        doc["coverage"] = list(results["coverage"])
+    return doc
 
 
 def _top_j(s: Summary) -> str:
@@ -1143,6 +1146,39 @@ def _soft_rules(rules: Sequence[SoftRuleRate]) -> str:
     return head + '<div class="tablewrap">' + _table(["rule", "broken", ""], rows) + "</div></section>"
 
 
+_COVERAGE_LEVELS = ("boundary", "both-outcomes", "could-fire", "applied", "declared")  # highest first
+
+
+def _coverage(coverage: Sequence[Mapping[str, Any]] | None) -> str:
+    """The policy coverage of the run's trials, per domain file: the rules at each level,
+    then one row per rule (docs/grading.md, "Policy coverage"); nothing when absent."""
+    if not coverage:
+        return ""
+    parts = ['<section id="policy-coverage"><h2>Policy coverage <span class="muted small">(how far the trials '
+             "went with each rule)</span></h2>"]
+    for cov in coverage:
+        levels = cov.get("levels") or {}
+        counts = ", ".join(f"{_number(levels.get(lv))} {lv}" for lv in _COVERAGE_LEVELS if levels.get(lv))
+        parts.append(f'<h3><code>{e(cov.get("domain"))}</code> <span class="muted small">{e(cov.get("path"))}'
+                     f' · {e(cov.get("trials"))} trials · {e(counts or "no rule")}</span></h3>')
+        rows = [[f"<code>{e(r.get('id'))}</code>", e(str(r.get("kind", "")) + (" (soft)" if r.get("soft") else "")),
+                 e(r.get("level")), e(r.get("calls")), e(r.get("applied")), e(r.get("held")), e(r.get("broken")),
+                 e(len(r.get("tasks") or ()))]
+                for r in cov.get("rules") or ()]
+        if rows:
+            parts.append('<div class="tablewrap">'
+                         + _table(["rule", "kind", "level", "calls", "applied", "held", "broken", "tasks"], rows,
+                                  cls="coverage", num=range(3, 8))
+                         + "</div>")
+        notes = ([f"no trial reaches rule {r}" for r in cov.get("unreached_rules") or ()]
+                 + [f"quoted by no rule: {x}" for x in cov.get("unquoted_sentences") or ()]
+                 + [f"task {t} exercises no rule" for t in cov.get("tasks_without_rules") or ()]
+                 + [f"not replayed to the end: {n}" for n in cov.get("notes") or ()])
+        if notes:
+            parts.append('<ul class="muted">' + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts) + "</section>"
+
+
 def _cost_notes(cost: object) -> str:
     """Where the costs come from. ``cost`` is the summary's: readers accept any JSON value
     there (the schema leaves it open), so anything but an object reads as not computed."""
@@ -1553,6 +1589,7 @@ def _page(doc: Results, placed: _Placed) -> Iterator[str]:
     yield _failure_modes(s, idx)
     yield _tags(s, placed.blocks)
     yield _soft_rules(s["soft_rules"])
+    yield _coverage(doc.get("coverage"))
     yield _usage(s, placed.total_time, placed.count)
     yield _errored(s["errored_trials"], idx)
     yield from _trials(layout, placed, idx, top)
