@@ -72,7 +72,8 @@ def test_merged_shards_equal_the_single_run(
     merged = read_results(shop.path / "merged")
     assert merged["summary"]["pass_hat"] == whole["summary"]["pass_hat"]
     assert merged["summary"]["pass_hat"]["4"] == pytest.approx(1 / 3)
-    assert comparable(merged) == comparable(whole)
+    assert "coverage" not in merged  # merge does not load the domains (docs/results.md)
+    assert comparable(merged) == comparable({k: v for k, v in whole.items() if k != "coverage"})
     assert merged["writer"]["command"] == "merge"
     assert [s["trials"] for s in merged["run"]["shards"]] == [len(read_results(shop.path / p)["trials"]) for p in parts]
     assert merged["run"]["started_at"] == min(read_results(shop.path / p)["run"]["started_at"] for p in parts)

@@ -215,6 +215,10 @@ def test_an_errored_trial_is_a_pytest_error_and_left_out_of_pass_hat(pytester: p
         "",
         "Errored trials (left out of pass^k)",
         f"  over-the-ceiling[1]: {SCRIPT_ERROR}",
+        "",
+        # the errored trial made no call: its task exercises no rule
+        "policy coverage freight: 1 rule: 1 declared; 0 policy sentences quoted by no rule; "
+        "1 task exercises no rule",
     ]
 
 
@@ -390,6 +394,10 @@ def test_the_terminal_summary(domain: pytest.Pytester) -> None:
         "invariant  rate-ceiling        2         over-the-ceiling[1]: book_load rate=2600 exceeds the limit 2350",
         'reply      reply:confirmation  2         over-the-ceiling[1]: agent never said "confirmation"',
         "likely owners of 2 failed trials: task 2",
+        "",
+        "",  # the latency line's place (left out above)
+        "policy coverage freight: 1 rule: 1 both outcomes; 0 policy sentences quoted by no rule; "
+        "0 tasks exercise no rule",
     ]
 
 

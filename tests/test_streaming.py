@@ -65,6 +65,7 @@ def _assert_in_memory_writer_agrees(run: Path, tmp: Path, stdout: list[str]) -> 
     writes for the same trials and run; the terminal showed the summary's lines."""
     doc = read_results(run)
     again = build_results(doc["trials"], _meta(doc))
+    again["coverage"] = doc["coverage"]  # the run's policy coverage, computed at its end (1.4)
     write_run(again, tmp / "again")
     for name in ("results.json", "report.html"):
         assert (tmp / "again" / name).read_bytes() == (run / name).read_bytes(), name

@@ -370,6 +370,8 @@ class Recorder:
             terminalreporter.section("sandtable")
             for line in render_terminal(report.results["summary"], all_tasks=self.run.all_tasks):
                 terminalreporter.write_line(line)
+            if report.coverage:
+                terminalreporter.write_line("")
             for line in report.coverage:
                 terminalreporter.write_line(line)
         outcome = yield
