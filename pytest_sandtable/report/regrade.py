@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -423,18 +422,13 @@ def _confined(recorded: str) -> bool:
 def _read_regular(path: Path) -> bytes | None:
     """The bytes of a regular file of at most the loader's size cap; None for anything
     else (missing, a folder, a pipe or device, too big), read without blocking."""
+    from ..domain.files import read_regular
     from ..domain.loader import MAX_FILE_BYTES
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except (OSError, ValueError):
+        return read_regular(path, MAX_FILE_BYTES, "a domain file")
+    except (OSError, ValueError):  # FileRefused is an OSError
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
-            return None
-        raw = f.read(MAX_FILE_BYTES + 1)
-    return raw if len(raw) <= MAX_FILE_BYTES else None
 
 
 def _loaded(path: Path) -> Domain:
