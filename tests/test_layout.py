@@ -36,16 +36,21 @@ PACKAGE_DIR = Path(pytest_sandtable.__file__).resolve().parent
 # included). The importing module's layer is the first name under the package.
 MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "domain": ("domain",),
+    "sequential": ("sequential",),
     "engine": ("engine", "domain"),
-    "report": ("report", "engine", "domain"),
+    "report": ("report", "sequential", "engine", "domain"),
     "adapters": ("adapters", "engine", "domain"),
     "authoring": ("authoring", "adapters", "report", "engine", "domain"),
     "serve": ("serve", "engine", "domain"),
-    "plugin": ("plugin", "serve", "adapters", "policy_coverage", "report", "engine", "domain"),
+    "plugin": ("plugin", "serve", "proxy", "judge", "adapters", "sequential", "policy_coverage", "report", "engine",
+               "domain"),
     "importer": ("importer", "report", "engine", "domain"),
     "mutate": ("mutate", "policy_coverage", "report", "engine", "domain"),
     "policy_coverage": ("policy_coverage", "report", "engine", "domain"),
-    "cli": ("cli", "authoring", "importer", "mutate", "policy_coverage", "adapters", "report", "engine", "domain"),
+    "judge": ("judge", "adapters", "report", "engine", "domain"),
+    "proxy": ("proxy", "adapters", "report", "engine", "domain"),
+    "cli": ("cli", "authoring", "importer", "mutate", "policy_coverage", "judge", "adapters", "sequential", "report",
+            "engine", "domain"),
 }
 
 # The root ``__init__`` (the lazy public API) and ``__main__`` sit outside the
@@ -67,6 +72,9 @@ FORBIDDEN: Mapping[str, tuple[str, ...]] = {
     "authoring": _NOT_PYTEST,
     "serve": _NOT_PYTEST,
     "policy_coverage": _NOT_PYTEST + _NOT_HTTP,
+    "sequential": _NOT_PYTEST + _NOT_HTTP,
+    "judge": _NOT_PYTEST,
+    "proxy": _NOT_PYTEST,
 }
 
 
@@ -311,17 +319,17 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "helpers.py": "",
     })
     assert layer_problems(toy) == [
-        "toy/helpers.py: toy.helpers is in no layer (domain, engine, report, adapters, authoring, serve, plugin, "
-        "importer, mutate, policy_coverage, cli)",
+        "toy/helpers.py: toy.helpers is in no layer (domain, sequential, engine, report, adapters, authoring, serve, "
+        "plugin, importer, mutate, policy_coverage, judge, proxy, cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
         "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, importer, "
-        "mutate, policy_coverage, adapters, report, engine, domain",
+        "mutate, policy_coverage, judge, adapters, sequential, report, engine, domain",
         "toy/domain/model.py:5: toy.domain.model imports toy.engine.world: domain may import only domain",
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",
         "toy/plugin/hooks.py:2: toy.plugin.hooks imports toy.cli.main: plugin may import only plugin, serve, "
-        "adapters, policy_coverage, report, engine, domain",
+        "proxy, judge, adapters, sequential, policy_coverage, report, engine, domain",
         "toy/report/summary.py:1: toy.report.summary imports httpx: "
         "report must not import pytest, _pytest, xdist, anthropic, httpx",
         "toy/report/summary.py:2: toy.report.summary imports _pytest.nodes: "
