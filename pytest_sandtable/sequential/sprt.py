@@ -17,7 +17,7 @@ class TaskSequence:
     settled (then it takes no more); at ``design.cap`` observations an open task is
     "inconclusive"."""
 
-    __slots__ = ("design", "n", "passes", "llr", "verdict")
+    __slots__ = ("design", "llr", "n", "passes", "verdict")
 
     def __init__(self, design: Design) -> None:
         self.design = design
