@@ -42,8 +42,8 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "adapters": ("adapters", "engine", "domain"),
     "authoring": ("authoring", "adapters", "report", "engine", "domain"),
     "serve": ("serve", "engine", "domain"),
-    "plugin": ("plugin", "serve", "proxy", "judge", "adapters", "sequential", "policy_coverage", "report", "engine",
-               "domain"),
+    "plugin": ("plugin", "serve", "proxy", "judge", "adapters", "mutate", "sequential", "policy_coverage", "report",
+               "engine", "domain"),
     "importer": ("importer", "report", "engine", "domain"),
     "mutate": ("mutate", "policy_coverage", "report", "engine", "domain"),
     "policy_coverage": ("policy_coverage", "report", "engine", "domain"),
@@ -329,7 +329,7 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",
         "toy/plugin/hooks.py:2: toy.plugin.hooks imports toy.cli.main: plugin may import only plugin, serve, "
-        "proxy, judge, adapters, sequential, policy_coverage, report, engine, domain",
+        "proxy, judge, adapters, mutate, sequential, policy_coverage, report, engine, domain",
         "toy/report/summary.py:1: toy.report.summary imports httpx: "
         "report must not import pytest, _pytest, xdist, anthropic, httpx",
         "toy/report/summary.py:2: toy.report.summary imports _pytest.nodes: "

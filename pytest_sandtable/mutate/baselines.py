@@ -28,7 +28,7 @@ them for the terminal.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,16 +85,18 @@ class Baselines:
         return len(self.spam) / self.spam_counted if self.spam_counted else None
 
 
-def baselines(domain: Domain) -> Baselines:
-    """Replays every task of ``domain`` with the do-nothing and the spam agent (see the
-    module's docstring). Never raises for a task: a trial that errors (a handler that
-    raises, a ``given`` that cannot be applied) is a trial that did not pass."""
+def baselines(domain: Domain, tasks: Collection[str] | None = None) -> Baselines:
+    """Replays every task of ``domain`` (with ``tasks``, those of these ids) with the
+    do-nothing and the spam agent (see the module's docstring). Never raises for a task:
+    a trial that errors (a handler that raises, a ``given`` that cannot be applied) is a
+    trial that did not pass."""
     do_nothing: list[str] = []
     spam: list[str] = []
     expect_nothing: list[str] = []
     no_reference: list[str] = []
     reply_checked: list[str] = []
-    for task in domain.tasks:
+    chosen = [t for t in domain.tasks if tasks is None or t.id in tasks]
+    for task in chosen:
         if task.expect_nothing:
             expect_nothing.append(task.id)
         elif passes_when_silent(domain, task):
@@ -106,7 +108,7 @@ def baselines(domain: Domain) -> Baselines:
             reply_checked.append(task.id)
         if passes_spam(domain, task):
             spam.append(task.id)
-    return Baselines(domain.name, len(domain.tasks), do_nothing, spam, expect_nothing, no_reference, reply_checked)
+    return Baselines(domain.name, len(chosen), do_nothing, spam, expect_nothing, no_reference, reply_checked)
 
 
 def passes_spam(domain: Domain, task: Task) -> bool:

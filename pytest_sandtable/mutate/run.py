@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,18 +187,23 @@ def _signature(r: TrialResult) -> str:
     return json.dumps([r.diff, replies, violations], sort_keys=True, default=str, ensure_ascii=False)
 
 
-def mutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False) -> DomainReport:
-    """Every task's mutants replayed and classified (see the module's docstring)."""
-    return asyncio.run(amutate_domain(domain, on_trial=on_trial, coverage=coverage))
+def mutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False,
+                  tasks: Collection[str] | None = None) -> DomainReport:
+    """Every task's mutants replayed and classified (see the module's docstring); with
+    ``tasks``, only the tasks of those ids (a pytest run's selection)."""
+    return asyncio.run(amutate_domain(domain, on_trial=on_trial, coverage=coverage, tasks=tasks))
 
 
-async def amutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False) -> DomainReport:
+async def amutate_domain(domain: Domain, *, on_trial: OnTrial | None = None, coverage: bool = False,
+                         tasks: Collection[str] | None = None) -> DomainReport:
     file = domain.path or "<string>"
     report = DomainReport(domain.name, file)
     report.rules = {inv.id: 0 for inv in domain.invariants if not inv.soft}
     acc = CoverageAccumulator(domain) if coverage else None
     sink = _sink(on_trial, acc)
     for index, task in enumerate(domain.tasks):
+        if tasks is not None and task.id not in tasks:
+            continue
         tr, mutant_ids = await _mutate_task(domain, task, sink)
         report.tasks.append(tr)
         for m in tr.mutants:

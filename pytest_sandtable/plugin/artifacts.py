@@ -24,7 +24,7 @@ import dataclasses
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +36,7 @@ from .config import RUN_STATE, RunConfig, is_xdist_worker
 
 if TYPE_CHECKING:
     from ..engine.results import TrialResult
+    from ..report.gates import GateCheck
     from ..report.results_json import RunMeta
     from ..report.spool import Alike, TrialSpool
     from ..report.types import Results
@@ -65,6 +66,8 @@ class RunReport:
     comparison: list[str] = dataclasses.field(default_factory=list)
     # policy coverage: per domain its summary line, or the one line saying why it was not computed
     coverage: list[str] = dataclasses.field(default_factory=list)
+    # --sandtable-mutate: the mutation run's lines, or the one line saying why it did not run
+    mutation: list[str] = dataclasses.field(default_factory=list)
 
 
 class Recorder:
@@ -343,10 +346,13 @@ class Recorder:
         if self.worker or not (self.spool or self.collection_errors):
             return
         results = self._results(session)
-        comparison = self._against_baseline(results)
+        mutation, mutation_checks = self._mutation(results)
+        comparison, regression = self._against_baseline(results)
+        if regression is not None or mutation_checks:
+            self._regate(results, [*(regression or ()), *mutation_checks])
         coverage = self._policy_coverage(results)
         out_dir, write_error = self._write(results)
-        self.report = RunReport(results, out_dir, write_error, comparison, coverage)
+        self.report = RunReport(results, out_dir, write_error, comparison, coverage, mutation)
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
@@ -374,6 +380,10 @@ class Recorder:
                 terminalreporter.write_line("")
             for line in report.coverage:
                 terminalreporter.write_line(line)
+            if report.mutation:
+                terminalreporter.write_line("")
+            for line in report.mutation:
+                terminalreporter.write_line(line)
         outcome = yield
         if report is not None:
             self._write_outcome(terminalreporter, report)
@@ -393,15 +403,15 @@ class Recorder:
         return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
                              floors=run.floors, prices=run.prices)
 
-    def _against_baseline(self, results: Results) -> list[str]:
-        """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows.
-        With ``--sandtable-fail-on-regression`` the comparison's checks join the gate, which
-        is evaluated anew (in ``results``) with them."""
+    def _against_baseline(self, results: Results) -> tuple[list[str], list[GateCheck] | None]:
+        """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows,
+        and with ``--sandtable-fail-on-regression`` the comparison's checks, which join the
+        gate (``None`` without it)."""
         base = self.run.baseline
         if base is None or base.doc is None or not results["trials"]:
-            return []
+            return [], None
         from ..report.compare import CompareError, RunDoc, compare, labels, regression_checks, summary_lines
-        from ..report.gates import GateCheck, evaluate
+        from ..report.gates import GateCheck
 
         this = RunDoc(labels([("", results)])[0], "this run", results)
         try:
@@ -412,13 +422,69 @@ class Recorder:
         else:
             checks = regression_checks(cmp, base.max_drop)
             lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
-        if base.fail_on_regression and self.spool is not None:
-            run = self.run
-            outcome = evaluate(results["summary"], run.fail_under, run.floors, self.spool.ordered()[0],
-                               results["run"].get("collection_errors") or (),
-                               stopped_early=results["run"].get("stopped_early"), regression=checks)
-            results["gate"] = outcome.to_dict(run.fail_under, run.floors)  # type: ignore[typeddict-item]
-        return lines
+        return lines, (checks if base.fail_on_regression else None)
+
+    def _regate(self, results: Results, checks: list[GateCheck]) -> None:
+        """The gate evaluated anew (in ``results``) with the regression's and the mutation's checks."""
+        if self.spool is None:
+            return
+        from ..report.gates import evaluate
+
+        run = self.run
+        outcome = evaluate(results["summary"], run.fail_under, run.floors, self.spool.ordered()[0],
+                           results["run"].get("collection_errors") or (),
+                           stopped_early=results["run"].get("stopped_early"), regression=checks)
+        results["gate"] = outcome.to_dict(run.fail_under, run.floors)  # type: ignore[typeddict-item]
+
+    def _domains_of(self, results: Results) -> Callable[[str], Any]:
+        """A loader of the run's domains by the path its trials give (relative to the root):
+        the ones this process collected, else (the xdist controller collects none) each
+        read once through the domain cache."""
+        root = Path(self.config.rootpath)
+        loaded: dict[str, Any] = {}
+        if RUN_STATE in self.config.stash:
+            from .session import run_state
+
+            loaded = {_rel(Path(path), root): dom for path, dom in run_state(self.config).domains.items()}
+
+        def domain_at(path: str) -> Any:
+            domain = loaded.get(path)
+            if domain is None:
+                from ..domain.cache import load_domain_cached
+
+                run = self.run
+                domain = load_domain_cached(root / path, run.domain_cache_dir if run.domain_cache else None)
+                loaded[path] = domain
+            return domain
+
+        return domain_at
+
+    def _mutation(self, results: Results) -> tuple[list[str], list[GateCheck]]:
+        """``--sandtable-mutate``: the tasks of the run mutated (docs/mutate.md), per domain
+        file, into ``results["mutation"]``; its lines for the terminal and the mutation
+        gate's checks. A failure is one line and, with a mutation gate given, a failed check."""
+        gate = self.run.mutate
+        if gate is None or not results["trials"]:
+            return [], []
+        try:
+            from ..mutate.session import Target, mutate_run
+
+            tasks: dict[tuple[str, str], set[str]] = {}
+            for stored in results["trials"]:
+                location = str(stored.get("location") or "")
+                path = location.rpartition(":")[0] if ":" in location else location
+                tasks.setdefault((str(stored["domain"]), path), set()).add(str(stored["task"]))
+            domain_at = self._domains_of(results)
+            targets = [Target(domain_at(path), path, tasks[(name, path)]) for name, path in sorted(tasks)]
+            outcome = mutate_run(targets, fail_under=gate.fail_under, fail_on_weak=gate.fail_on_weak)
+            results["mutation"] = outcome.doc
+            return outcome.lines, outcome.checks
+        except Exception as e:  # mutation is a report: never the run's end
+            from ..report.gates import GateCheck
+
+            line = f"sandtable: mutation not run: {type(e).__name__}: {e}"
+            gated = gate.fail_under is not None or gate.fail_on_weak
+            return [line], ([GateCheck(False, f"the mutation run failed ({type(e).__name__}: {e})")] if gated else [])
 
     def _policy_coverage(self, results: Results) -> list[str]:
         """The policy coverage of the run's trials (docs/grading.md, "Policy coverage"),
@@ -432,26 +498,14 @@ class Recorder:
             from ..policy_coverage import CoverageAccumulator, coverage_json
             from ..policy_coverage.render import summary_line
 
-            root = Path(self.config.rootpath)
-            loaded: dict[str, Any] = {}
-            if RUN_STATE in self.config.stash:
-                from .session import run_state
-
-                loaded = {_rel(Path(path), root): dom for path, dom in run_state(self.config).domains.items()}
+            domain_at = self._domains_of(results)
             accs: dict[tuple[str, str], CoverageAccumulator] = {}
             for stored in results["trials"]:
                 t = TrialResult.from_dict(dict(stored))
                 path = t.location.rpartition(":")[0] if ":" in t.location else t.location
                 acc = accs.get((t.domain, path))
                 if acc is None:
-                    domain = loaded.get(path)
-                    if domain is None:  # the xdist controller loads no domain: the workers did
-                        from ..domain.cache import load_domain_cached
-
-                        run = self.run
-                        domain = load_domain_cached(root / path, run.domain_cache_dir if run.domain_cache else None)
-                        loaded[path] = domain
-                    acc = accs[(t.domain, path)] = CoverageAccumulator(domain)
+                    acc = accs[(t.domain, path)] = CoverageAccumulator(domain_at(path))
                 acc.add(t)
             keys = sorted(accs)
             covs = [accs[key].result() for key in keys]

@@ -97,6 +97,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-cassettes", default=None, metavar="DIR",
                     help="with --sandtable-record: where recordings are kept, as DIR/<domain>/<task>.json "
                          "(default: a cassettes folder beside each domain file)")
+    group.addoption("--sandtable-mutate", action="store_true", default=False,
+                    help="at the end, rewrite each task's reference into faults and replay them (no model): "
+                         "the mutation score, weak tasks and trivial-agent baselines of the run's tasks, in the "
+                         "terminal, results.json and report.html (docs/mutate.md)")
+    group.addoption("--sandtable-mutate-fail-under", default=None, metavar="SCORE",
+                    help="fail the run when the mutation score of its tasks is below SCORE percent "
+                         "(turns --sandtable-mutate on)")
+    group.addoption("--sandtable-mutate-fail-on-weak", action="store_true", default=False,
+                    help="fail the run when a task lets a must-be-caught mutant survive (turns --sandtable-mutate on)")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -190,6 +199,8 @@ class RunConfig:
     # False when neither --sandtable-agent nor the ini's sandtable_agent names an agent (the
     # reference agent then plays, and the run says so)
     agent_named: bool = True
+    # --sandtable-mutate (or either mutation gate): the run's tasks mutated at its end; None: off
+    mutate: MutationGate | None = None
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -255,6 +266,7 @@ class RunConfig:
             all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
             domain_cache_dir=domain_cache_dir,
             domain_cache=domain_cache,
+            mutate=_mutate(config),
         )
 
 
@@ -323,6 +335,33 @@ def _serve(config: pytest.Config, concurrency: int) -> tuple[bool, int]:
                                 "use it with --sandtable-concurrency 1 and without -n, or leave it out "
                                 "for a free port per trial")
     return True, port
+
+
+@dataclass(frozen=True)
+class MutationGate:
+    """--sandtable-mutate and its gates: the least mutation score (percent), and whether
+    a weak task fails the run."""
+
+    fail_under: float | None = None
+    fail_on_weak: bool = False
+
+
+def _mutate(config: pytest.Config) -> MutationGate | None:
+    raw: str | None = config.getoption("--sandtable-mutate-fail-under")
+    on_weak = bool(config.getoption("--sandtable-mutate-fail-on-weak"))
+    if not (config.getoption("--sandtable-mutate") or raw is not None or on_weak):
+        return None
+    fail_under = None
+    if raw is not None:
+        text = raw.strip().removesuffix("%").strip()
+        try:
+            fail_under = float(text)
+        except ValueError:
+            raise pytest.UsageError(f"--sandtable-mutate-fail-under: expected a percentage from 0 to 100, "
+                                    f"got {raw!r}") from None
+        if not 0 <= fail_under <= 100:  # NaN fails this too
+            raise pytest.UsageError(f"--sandtable-mutate-fail-under: expected a percentage from 0 to 100, got {raw}")
+    return MutationGate(fail_under, on_weak)
 
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")  # adapters.recording.MODES (not imported at start-up)

@@ -199,6 +199,8 @@ def _complete(results: Mapping[str, Any]) -> Results:
                     "tasks": list(results.get("tasks") or []), "summary": summary, "gate": gate}
     if results.get("coverage"):  # (1.4) optional
         doc["coverage"] = list(results["coverage"])
+    if isinstance(results.get("mutation"), Mapping):  # (1.5) optional
+        doc["mutation"] = dict(results["mutation"])
     return doc
 
 
@@ -1179,6 +1181,76 @@ def _coverage(coverage: Sequence[Mapping[str, Any]] | None) -> str:
     return "".join(parts) + "</section>"
 
 
+_MUTANT_STATES = ("killed", "survived", "equivalent", "accepted", "invalid")
+
+
+def _mutation(mutation: Mapping[str, Any] | None) -> str:
+    """``--sandtable-mutate``: per domain file the mutation score, the trivial-agent
+    baselines, the counts by operator and by task, then every survivor with the
+    expectation that would catch it (docs/mutate.md); nothing when absent."""
+    if not isinstance(mutation, Mapping):
+        return ""
+    totals = mutation.get("totals") or {}
+    gates = []
+    if isinstance(mutation.get("fail_under"), (int, float)):
+        gates.append(f"--sandtable-mutate-fail-under {mutation['fail_under']:g}%")
+    if mutation.get("fail_on_weak"):
+        gates.append("--sandtable-mutate-fail-on-weak")
+    parts = ['<section id="mutation"><h2>Mutation <span class="muted small">(each task\'s reference rewritten '
+             "into faults and replayed: how many its checks catch)</span></h2>",
+             f'<p>Score <strong>{e(pct(totals.get("score")))}</strong> · {e(_number(totals.get("killed")))} killed, '
+             f'{e(_number(totals.get("survived")))} survived of {e(_number(totals.get("generated")))} mutants · '
+             f'{e(_number(totals.get("weak_tasks")))} weak tasks'
+             + (f' · gated by {e(", ".join(gates))}' if gates else "") + "</p>"]
+    for dom in mutation.get("domains") or ():
+        counts = dom.get("counts") or {}
+        parts.append(f'<h3><code>{e(dom.get("domain"))}</code> <span class="muted small">{e(dom.get("path"))}'
+                     f' · score {e(pct(dom.get("score")))} · {e(_number(counts.get("generated")))} mutants · '
+                     f'{e(_number(len(dom.get("weak_tasks") or ())))} weak tasks</span></h3>')
+        base = dom.get("baselines") or {}
+        if base:
+            def listed(ids: Any) -> str:
+                ids = [str(i) for i in ids or ()]
+                return f" ({', '.join(ids)})" if ids else ""
+
+            parts.append(f'<p class="muted">Trivial agents: doing nothing passes '
+                         f'{e(len(base.get("do_nothing") or ()))} of {e(base.get("tasks"))} tasks'
+                         f'{e(listed(base.get("do_nothing")))}; spam passes {e(len(base.get("spam") or ()))}'
+                         f'{e(listed(base.get("spam")))}.</p>')
+        ops = [[e(o.get("operator")), e(o.get("expected")),
+                *(e((o.get("counts") or {}).get(st, 0)) for st in ("generated", *_MUTANT_STATES))]
+               for o in dom.get("operators") or ()]
+        if ops:
+            parts.append('<div class="tablewrap">' + _table(["operator", "expected", "mutants", *_MUTANT_STATES],
+                                                            ops, cls="mutation", num=range(2, 8)) + "</div>")
+        tasks = [[e(t.get("task")), *(e((t.get("counts") or {}).get(st, 0)) for st in ("generated", *_MUTANT_STATES)),
+                  e(pct(t.get("score"))), e("weak" if t.get("weak") else (t.get("skipped") and "not mutated") or "")]
+                 for t in dom.get("tasks") or ()]
+        if tasks:
+            parts.append('<div class="tablewrap">' + _table(["task", "mutants", *_MUTANT_STATES, "score", ""], tasks,
+                                                            cls="mutation-tasks", num=range(1, 8)) + "</div>")
+        survivors = dom.get("survivors") or ()
+        if survivors:
+            parts.append(f"<h4>Survived ({e(len(survivors))})</h4><ul class=\"survivors\">")
+            for m in survivors:
+                must = "must be caught" if m.get("expected") == "must" else "may survive"
+                fix = f'<br><span class="muted">catch it with:</span> <code>{e(m.get("suggestion"))}</code>' \
+                    if m.get("suggestion") else ""
+                parts.append(f'<li><code>{e(m.get("task"))}</code>: <code>{e(m.get("id"))}</code> '
+                             f'<span class="muted">({e(must)})</span>: {e(m.get("diff"))}{fix}</li>')
+            parts.append("</ul>")
+        notes = ([f"invalid: {m.get('task')}: {m.get('id')}: {m.get('reason')}" for m in dom.get("invalid") or ()]
+                 + [f"not mutated: {t.get('task')}: {t.get('skipped')}" for t in dom.get("tasks") or ()
+                    if t.get("skipped")]
+                 + [f"line {p.get('line')}: {p.get('key')}: {p.get('message')}" for p in dom.get("problems") or ()])
+        decorative = list(dom.get("decorative") or ())
+        if decorative:
+            notes.append(f"decorative checks, killed no mutant: {', '.join(str(d) for d in decorative)}")
+        if notes:
+            parts.append('<ul class="muted">' + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts) + "</section>"
+
+
 def _cost_notes(cost: object) -> str:
     """Where the costs come from. ``cost`` is the summary's: readers accept any JSON value
     there (the schema leaves it open), so anything but an object reads as not computed."""
@@ -1590,6 +1662,7 @@ def _page(doc: Results, placed: _Placed) -> Iterator[str]:
     yield _tags(s, placed.blocks)
     yield _soft_rules(s["soft_rules"])
     yield _coverage(doc.get("coverage"))
+    yield _mutation(doc.get("mutation"))
     yield _usage(s, placed.total_time, placed.count)
     yield _errored(s["errored_trials"], idx)
     yield from _trials(layout, placed, idx, top)

@@ -459,3 +459,4 @@ class Results(TypedDict):
     summary: Summary
     gate: Gate
     coverage: NotRequired[list[dict[str, Any]]]  # since 1.4: the policy coverage, per domain file
+    mutation: NotRequired[dict[str, Any]]  # since 1.5: --sandtable-mutate's run of the trials' tasks
