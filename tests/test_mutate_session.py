@@ -234,3 +234,16 @@ def test_the_mutation_section_in_a_browser(pytester: pytest.Pytester) -> None:
             assert errors == []
         finally:
             browser.close()
+
+
+def test_a_run_that_stopped_early_is_not_mutated(pytester: pytest.Pytester) -> None:
+    _shop(pytester)
+    pytester.makeconftest(
+        "def pytest_runtest_teardown(item):\n"
+        "    item.session.shouldstop = 'planted stop'\n"
+    )
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--sandtable-mutate")
+    result.assert_outcomes(passed=1)
+    assert "sandtable: mutation not run: the run stopped early (interrupted)" in result.outlines
+    assert not [line for line in result.outlines if line.startswith("mutation ")]
+    assert "mutation" not in only_results(pytester.path)

@@ -466,6 +466,9 @@ class Recorder:
         gate = self.run.mutate
         if gate is None or not results["trials"]:
             return [], []
+        stopped = results["run"].get("stopped_early")
+        if stopped:  # the user stopped the run (or a budget did): it ends now, as it would without mutation
+            return [f"sandtable: mutation not run: the run stopped early ({stopped})"], []
         try:
             from ..mutate.session import Target, mutate_run
 
