@@ -1,0 +1,209 @@
+"""Adaptive trials, the statistics (issue 25): the design's checks and thresholds, one
+task's truncated SPRT, the anytime-valid interval. Every figure below is hand-checked in
+its comment (natural logs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from pytest_sandtable.sequential import Design, DesignError, TaskSequence
+from pytest_sandtable.sequential.confseq import interval
+
+
+def run(design: Design, outcomes: str) -> TaskSequence:
+    """Feed 'p' (passed) and 'f' (failed) in order; stop feeding once settled."""
+    seq = TaskSequence(design)
+    for letter in outcomes:
+        if seq.verdict is not None:
+            break
+        seq.observe(letter == "p")
+    return seq
+
+
+# --- the design --------------------------------------------------------------------
+
+
+def test_default_thresholds_are_villes_not_walds() -> None:
+    d = Design()
+    assert (d.p0, d.p1, d.alpha, d.beta, d.cap) == (0.8, 0.97, 0.05, 0.05, 32)
+    # upper = log(1/0.05) = log 20 = 2.995732; Wald's would be log(0.95/0.05) = log 19
+    assert d.upper == pytest.approx(2.995732, abs=1e-6)
+    assert d.lower == pytest.approx(-2.995732, abs=1e-6)
+    # step_pass = log(0.97/0.8) = log 1.2125 = 0.192684; step_fail = log(0.03/0.2) = log 0.15
+    assert d.step_pass == pytest.approx(0.192684, abs=1e-6)
+    assert d.step_fail == pytest.approx(-1.897120, abs=1e-6)
+
+
+def test_least_trials() -> None:
+    # 2.995732 / 0.192684 = 15.547: 16 passes in a row certify 0.8 against 0.97
+    assert Design().least_trials() == 16
+    # 2.995732 / 1.897120 = 1.579: two failures rule out 0.97
+    assert Design().least_failures() == 2
+    # p1 = 0.999: log(0.999/0.8) = 0.22218, 2.995732 / 0.22218 = 13.48: 14, the issue's
+    # floor with every trial passing (0.8^14 = 0.044 <= 0.05 < 0.8^13 = 0.055)
+    assert Design(p1=0.999).least_trials() == 14
+    # alpha = 0.01: log 100 = 4.60517 / 0.192684 = 23.9: 24
+    assert Design(alpha=0.01).least_trials() == 24
+
+
+def test_an_exact_crossing_is_not_lost_to_rounding() -> None:
+    # p1/p0 = 2 and alpha = 1/8: three passes give log 8 exactly, on paper
+    d = Design(p0=0.25, p1=0.5, alpha=0.125, beta=0.125, cap=8)
+    d.check()
+    assert d.least_trials() == 3
+    seq = run(d, "ppp")
+    assert (seq.verdict, seq.n, seq.e_value) == ("reliable", 3, pytest.approx(8.0))
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"cap": 8}, "certifying 0.8 at alpha = 0.05 needs at least 16 trials; the cap is 8"),
+    ({"cap": 1}, "certifying 0.8 at alpha = 0.05 needs at least 16 trials; the cap is 1"),
+    ({"cap": 15}, "certifying 0.8 at alpha = 0.05 needs at least 16 trials; the cap is 15"),
+    ({"alpha": 0.01, "cap": 20}, "certifying 0.8 at alpha = 0.01 needs at least 24 trials; the cap is 20"),
+    # p0 = 0.01 against p1 = 0.5: one pass certifies (log 50 > log 20), but ruling out 0.5
+    # takes log 0.05 / log(0.5/0.99) = 4.4: 5 failures
+    ({"p0": 0.01, "p1": 0.5, "cap": 3}, "ruling out 0.5 at beta = 0.05 needs at least 5 trials; the cap is 3"),
+    ({"p0": 0.97}, "the reliability bar p0 (0.97) must be below the good-task rate p1 (0.97)"),
+    ({"p0": 0.99}, "the reliability bar p0 (0.99) must be below the good-task rate p1 (0.97)"),
+    ({"p0": 0.0}, "the reliability bar p0 must be between 0 and 1 (exclusive), not 0"),
+    ({"p0": 1.2}, "the reliability bar p0 must be between 0 and 1 (exclusive), not 1.2"),
+    ({"p1": 1.0}, "the good-task rate p1 must be between 0 and 1 (exclusive), not 1"),
+    ({"alpha": 0.5}, "alpha must be between 0 and 0.5 (exclusive), not 0.5"),
+    ({"alpha": 0.0}, "alpha must be between 0 and 0.5 (exclusive), not 0"),
+    ({"beta": -0.1}, "beta must be between 0 and 0.5 (exclusive), not -0.1"),
+    ({"beta": math.nan}, "beta must be between 0 and 0.5 (exclusive), not nan"),
+    ({"alpha": "0.05"}, "alpha must be between 0 and 0.5 (exclusive), not '0.05'"),
+    ({"cap": 2.5}, "the cap must be a whole number of trials, not 2.5"),
+    ({"cap": True}, "the cap must be a whole number of trials, not True"),
+])
+def test_design_errors_name_what_to_change(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(DesignError) as info:
+        dataclasses.replace(Design(), **changes).check()  # type: ignore[arg-type]
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+
+
+def test_good_designs_pass_the_check() -> None:
+    Design().check()
+    Design(cap=16).check()  # exactly the least
+    Design(p0=0.5, p1=0.9, alpha=0.1, beta=0.2, cap=8).check()
+
+
+def test_least_trials_of_a_bad_design_is_a_design_error_not_a_loop() -> None:
+    with pytest.raises(DesignError, match="must be below"):
+        Design(p0=0.9, p1=0.8).least_trials()
+
+
+# --- one task's SPRT ---------------------------------------------------------------
+
+
+def test_sixteen_passes_are_reliable() -> None:
+    seq = run(Design(), "p" * 40)
+    # 16 * 0.192684 = 3.08295 >= 2.995732; after 15: 2.89 < 2.995732
+    assert (seq.verdict, seq.n, seq.passes, seq.fails) == ("reliable", 16, 16, 0)
+    assert seq.llr == pytest.approx(3.082949, abs=1e-6)
+    assert seq.e_value == pytest.approx(1.2125 ** 16)  # 21.82
+    assert not seq.open
+
+
+def test_two_failures_are_unreliable() -> None:
+    seq = run(Design(), "ff")
+    # 2 * -1.897120 = -3.79424 <= -2.995732
+    assert (seq.verdict, seq.n) == ("unreliable", 2)
+    assert seq.e_value == pytest.approx(0.15 ** 2)
+
+
+def test_alternating_outcomes() -> None:
+    # p f: 0.192684 - 1.897120 = -1.704436; p f p f: -3.408872 <= -2.995732
+    seq = run(Design(), "pfpfpf")
+    assert (seq.verdict, seq.n, seq.passes) == ("unreliable", 4, 2)
+
+
+def test_one_early_failure_costs_ten_passes() -> None:
+    # -1.897120 + k * 0.192684 >= 2.995732 first at k = 26 (25.39): 27 trials
+    seq = run(Design(), "f" + "p" * 40)
+    assert (seq.verdict, seq.n, seq.passes) == ("reliable", 27, 26)
+
+
+def test_inconclusive_at_the_cap_and_a_verdict_on_the_cap_trial_itself() -> None:
+    # cap 16, one failure first: -1.897120 + 15 * 0.192684 = 0.993 at trial 16
+    seq = run(Design(cap=16), "f" + "p" * 40)
+    assert (seq.verdict, seq.n, seq.passes) == ("inconclusive", 16, 15)
+    assert seq.e_value == pytest.approx(math.exp(-1.897120 + 15 * 0.192684), rel=1e-5)
+    # cap 16, all passing: the 16th trial reaches the boundary: a verdict, not the cap
+    assert run(Design(cap=16), "p" * 16).verdict == "reliable"
+
+
+def test_a_settled_task_takes_no_more_trials() -> None:
+    seq = run(Design(), "ff")
+    with pytest.raises(ValueError, match="the task is settled: it takes no more trials"):
+        seq.observe(True)
+
+
+def test_llr_comes_from_the_counts_not_a_running_sum() -> None:
+    # the same counts in any order give the same figure, bit for bit
+    a = run(Design(), "p" * 10 + "f" + "p" * 10)
+    b = run(Design(), "f" + "p" * 20)
+    assert (a.n, a.passes) == (b.n, b.passes) == (21, 20)
+    assert a.llr == b.llr == Design().llr(20, 1)
+    assert a.open and b.open  # 20 * 0.192684 - 1.897120 = 1.957 < 2.995732
+
+
+def test_distance_and_can_settle() -> None:
+    d = Design(cap=16)
+    seq = TaskSequence(d)
+    # fresh: min(2.995732, 2.995732) / 0.192684 = 15.547
+    assert seq.distance() == pytest.approx(15.547357, abs=1e-6)
+    for _ in range(10):
+        seq.observe(True)
+    # 10 passes: (2.995732 - 1.926843) / 0.192684 = 5.547
+    assert seq.distance() == pytest.approx(5.547357, abs=1e-6)
+    assert seq.can_settle()
+    late = run(d, "f" + "p" * 14)
+    # after 15 trials (llr 0.8005) one more pass gives 0.993 < 2.996 and one more failure
+    # -1.097 > -2.996: only "inconclusive" is left
+    assert late.open and late.n == 15 and not late.can_settle()
+    done = run(d, "ff")
+    assert done.distance() == math.inf and not done.can_settle()
+
+
+# --- the anytime-valid interval -----------------------------------------------------
+
+
+def test_interval_exact_ends() -> None:
+    # 16 of 16: p^16 > (1/17) / 20, p > 340^(-1/16) = 0.694676
+    low, high = interval(16, 16)
+    assert (round(low, 6), high) == (0.694676, 1.0)
+    # 0 of 5: (1 - p)^5 > (1/6) / 20, p < 1 - 120^(-1/5) = 0.616148
+    low, high = interval(0, 5)
+    assert (low, round(high, 6)) == (0.0, 0.616148)
+    assert interval(0, 0) == (0.0, 1.0)
+
+
+def test_interval_is_wider_than_wilson_and_contains_the_estimate() -> None:
+    from pytest_sandtable.report.stats import wilson
+
+    for passes, n in ((8, 10), (30, 32), (1, 20), (16, 16)):
+        low, high = interval(passes, n)
+        w = wilson(passes, n)
+        assert w is not None
+        assert low <= passes / n <= high
+        assert low <= w[0] and high >= w[1]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((5, 4), "passes must be between 0 and n, not 5 of 4"),
+    ((-1, 4), "passes must be between 0 and n, not -1 of 4"),
+])
+def test_interval_bad_counts(args: tuple[int, int], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        interval(*args)
+    assert str(info.value) == message
+
+
+def test_interval_bad_alpha() -> None:
+    with pytest.raises(ValueError, match="alpha must be in"):
+        interval(3, 4, alpha=0.0)
