@@ -1,16 +1,26 @@
 """Adaptive trials, the statistics (issue 25): the design's checks and thresholds, one
-task's truncated SPRT, the anytime-valid interval. Every figure below is hand-checked in
+task's truncated SPRT, the anytime-valid interval, the paired and stored regression
+tests, e-BH and Bonferroni across tasks. Every figure below is hand-checked in
 its comment (natural logs)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 
 from pytest_sandtable.sequential import Design, DesignError, TaskSequence
 from pytest_sandtable.sequential.confseq import interval
+from pytest_sandtable.sequential.multiple import bonferroni, e_bh
+from pytest_sandtable.sequential.regression import (
+    PairedRegression,
+    StoredRegression,
+    binomial_tail,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+)
 
 
 def run(design: Design, outcomes: str) -> TaskSequence:
@@ -207,3 +217,156 @@ def test_interval_bad_counts(args: tuple[int, int], message: str) -> None:
 def test_interval_bad_alpha() -> None:
     with pytest.raises(ValueError, match="alpha must be in"):
         interval(3, 4, alpha=0.0)
+
+
+# --- regression: paired (sequential McNemar) -----------------------------------------
+
+
+def test_paired_five_drops_regress() -> None:
+    r = PairedRegression()
+    assert (r.alpha, r.beta, r.cap, r.q1) == (0.05, 0.05, 32, 0.95)
+    # log 20 / log 1.9 = 4.67: five drops; 1.9^4 = 13.03 < 20 <= 1.9^5 = 24.76
+    assert r.least_pairs() == 5
+    verdicts = [r.observe(True, False) for _ in range(5)]
+    assert verdicts == [None, None, None, None, "regressed"]
+    assert (r.n, r.drops, r.gains) == (5, 5, 0)
+    assert r.e_value == pytest.approx(24.76099)
+
+
+def test_paired_concordant_pairs_move_nothing() -> None:
+    r = PairedRegression(cap=6)
+    for base, new in ((True, True), (False, False), (True, True), (True, False), (False, False)):
+        assert r.observe(base, new) is None
+    assert (r.n, r.drops, r.gains, r.e_value) == (5, 1, 0, pytest.approx(1.9))
+    # the cap: the sixth pair, concordant, ends it open
+    assert r.observe(True, True) == "inconclusive"
+    with pytest.raises(ValueError, match="the comparison is settled: it takes no more pairs"):
+        r.observe(True, False)
+
+
+def test_paired_gains_say_no_regression() -> None:
+    r = PairedRegression()
+    # one gain: 2 * 0.05 = 0.1 > 0.05; two: 0.01 <= 0.05
+    assert r.observe(False, True) is None
+    assert r.observe(False, True) == "no-regression"
+    assert r.e_value == pytest.approx(0.01)
+    # a drop and a gain: 1.9 * 0.1 = 0.19; two of each 0.0361 <= 0.05
+    r = PairedRegression()
+    outcomes = [r.observe(*pair) for pair in ((True, False), (False, True), (True, False), (False, True))]
+    assert outcomes == [None, None, None, "no-regression"]
+
+
+def test_paired_close_ends_an_open_test() -> None:
+    r = PairedRegression()
+    r.observe(True, False)
+    assert r.close() == "inconclusive" and not r.open
+    assert r.e_value == pytest.approx(1.9)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"cap": 4}, "detecting a drop at alpha = 0.05 needs at least 5 paired trials; the cap is 4"),
+    # q1 = 0.9: log 20 / log 1.8 = 5.097: six
+    ({"cap": 5, "q1": 0.9}, "detecting a drop at alpha = 0.05 needs at least 6 paired trials; the cap is 5"),
+    ({"q1": 0.5}, "the drop share q1 must be between 0.5 and 1 (exclusive), not 0.5"),
+    ({"alpha": 0.6}, "alpha must be between 0 and 0.5 (exclusive), not 0.6"),
+    ({"cap": 3.0}, "the cap must be a whole number of trials, not 3.0"),
+])
+def test_paired_bad_designs(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DesignError) as info:
+        PairedRegression(**kwargs)
+    assert str(info.value) == message
+
+
+# --- regression: against a stored baseline -------------------------------------------
+
+
+def test_clopper_pearson_exact_bounds() -> None:
+    # 32 of 32: p^32 = 0.025, p = exp(log 0.025 / 32) = 0.891119
+    assert clopper_pearson_lower(32, 32, 0.025) == pytest.approx(0.891119, abs=1e-6)
+    # the textbook two-sided 95% interval of 5/10 is (0.1871, 0.8129); of 9/10 at 90%, 0.6058
+    assert clopper_pearson_lower(5, 10, 0.025) == pytest.approx(0.187086, abs=1e-6)
+    assert clopper_pearson_upper(5, 10, 0.025) == pytest.approx(0.812914, abs=1e-6)
+    assert clopper_pearson_lower(9, 10, 0.05) == pytest.approx(0.605837, abs=1e-6)
+    assert clopper_pearson_lower(0, 10, 0.05) == 0.0
+    # at the bound the tail is alpha: P(X >= 9 | n = 10, p = 0.605837) = 0.05
+    assert binomial_tail(9, 10, clopper_pearson_lower(9, 10, 0.05)) == pytest.approx(0.05, abs=1e-9)
+    # a big n does not overflow: 2000 of 2000 at 0.025 is 0.025^(1/2000)
+    assert clopper_pearson_lower(1999, 2000, 0.025) < 0.025 ** (1 / 2000)
+    assert binomial_tail(0, 5, 0.3) == 1.0 and binomial_tail(6, 5, 0.3) == 0.0
+
+
+def test_stored_regression_against_a_perfect_baseline() -> None:
+    s = StoredRegression(32, 32)
+    # floor 0.891119 (above); the drop it is built for: 0.891119 - 0.3 = 0.591119
+    assert s.floor == pytest.approx(0.891119, abs=1e-6) and s.target == pytest.approx(0.591119, abs=1e-6)
+    # per failure (0.591119 / 0.891119)... the ratio of the drop against the floor:
+    # failure: 0.408881 / 0.108881 = 3.75530; pass: 0.591119 / 0.891119 = 0.663345
+    assert [s.observe(x) for x in (False, False, True)] == [None, None, None]
+    assert s.e_value == pytest.approx(3.75530 ** 2 * 0.663345, rel=1e-5)  # 9.3547 < 40
+    # a third failure: 35.13 < 2 / 0.05 = 40; a fourth: 131.9 >= 40
+    assert s.observe(False) is None
+    assert s.observe(False) == "regressed"
+    assert s.n == 5
+
+
+def test_stored_regression_passes_say_no_regression() -> None:
+    s = StoredRegression(32, 32)
+    # each pass multiplies the ratio by 0.663345: 0.663345^k <= 0.05 first at k = 8 (7.3)
+    outcomes = [s.observe(True) for _ in range(8)]
+    assert outcomes == [None] * 7 + ["no-regression"]
+
+
+def test_stored_regression_edge_baselines() -> None:
+    # a baseline that never passed: nothing to drop from
+    s = StoredRegression(0, 10)
+    assert (s.verdict, s.n, s.e_value) == ("no-regression", 0, 1.0)
+    with pytest.raises(ValueError, match="settled"):
+        s.observe(False)
+    # a floor below twice the drop: the test aims at half the floor (5/10: 0.187086 / 2);
+    # a failure multiplies the ratio by 0.906457 / 0.812914 = 1.11507: log 40 / log 1.11507
+    # = 33.8, 34 failures, more than the cap: it runs, but cannot say "regressed"
+    weak = StoredRegression(5, 10)
+    assert weak.target == pytest.approx(0.093543, abs=1e-6)
+    assert (weak.least_trials(), weak.can_regress) == (34, False)
+    assert weak.close() == "inconclusive"
+    # 32/32 needs three failures (log 40 / log 3.75530 = 2.79)
+    assert (StoredRegression(32, 32, cap=2).least_trials(), StoredRegression(32, 32, cap=2).can_regress) == (3, False)
+    assert StoredRegression(32, 32, cap=3).can_regress
+    assert (StoredRegression(0, 10).least_trials(), StoredRegression(0, 10).can_regress) == (0, False)
+
+
+@pytest.mark.parametrize(("args", "kwargs", "message"), [
+    ((0, 0), {}, "the stored baseline has no graded trials of the task to compare with"),
+    ((5, 4), {}, "the stored baseline's passes must be between 0 and 4, not 5"),
+    ((32, 32), {"drop": 0.0}, "the drop must be between 0 and 1 (exclusive), not 0.0"),
+    ((32, 32), {"beta": 0.5}, "beta must be between 0 and 0.5 (exclusive), not 0.5"),
+])
+def test_stored_bad_designs(args: tuple[int, int], kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(DesignError) as info:
+        StoredRegression(*args, **kwargs)
+    assert str(info.value) == message
+
+
+# --- across tasks ---------------------------------------------------------------------
+
+
+def test_e_bh_and_bonferroni_by_hand() -> None:
+    e = {"a": 100.0, "b": 30.0, "c": 12.0, "d": 2.0, "e": 0.5}
+    # m = 5, alpha = 0.1: e-BH needs e_(k) >= 50 / k: 100 >= 50, 30 >= 25, 12 < 16.7,
+    # 2 < 12.5, 0.5 < 10: the first two. Bonferroni needs e >= 50: only a.
+    assert e_bh(e, 0.1) == ["a", "b"]
+    assert bonferroni(e, 0.1) == ["a"]
+    # step-up: m = 3, alpha = 0.1: 50 >= 30; 12 < 15 at k = 2, but 11.2 >= 10 at k = 3
+    e = {"c": 11.2, "a": 50.0, "b": 12.0}
+    assert e_bh(e, 0.1) == ["a", "b", "c"]
+    assert bonferroni(e, 0.1) == ["a"]
+    # ties by name; nothing flagged; an empty run
+    assert e_bh({"y": 20.0, "x": 20.0}, 0.1) == ["x", "y"]
+    assert e_bh({"x": 1.0, "y": 19.9}, 0.1) == [] and bonferroni({}, 0.1) == []
+
+
+def test_multiple_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="the e-value of 'x' must be a nonnegative number, not nan"):
+        e_bh({"x": math.nan})
+    with pytest.raises(ValueError, match="alpha must be between 0 and 1"):
+        bonferroni({"x": 2.0}, 1.0)
