@@ -15,6 +15,7 @@ Neither counts errored trials: a pair with an errored side is never observed.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Literal
 
 from .design import TOLERANCE, Design, DesignError
@@ -152,11 +153,13 @@ def binomial_tail(k: int, n: int, p: float) -> float:
     return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
 
 
+@lru_cache(maxsize=4096)
 def clopper_pearson_lower(passes: int, n: int, alpha: float) -> float:
     """The exact one-sided lower confidence bound of a pass rate, level 1 - alpha: the p at
     which ``passes`` or more of ``n`` has probability alpha (0 when nothing passed), by
     bisection on the binomial tail, which rises with p. It is at or below the true rate
-    with probability at least 1 - alpha, for a fixed n."""
+    with probability at least 1 - alpha, for a fixed n. Kept per (passes, n, alpha): a
+    suite's tasks share a few counts."""
     if n <= 0 or not 0 <= passes <= n:
         raise ValueError(f"passes must be between 0 and n (n at least 1), not {passes} of {n}")
     if not 0.0 < alpha < 1.0:
