@@ -370,3 +370,18 @@ def test_multiple_bad_inputs() -> None:
         e_bh({"x": math.nan})
     with pytest.raises(ValueError, match="alpha must be between 0 and 1"):
         bonferroni({"x": 2.0}, 1.0)
+
+
+def test_the_docs_table_of_least_trials_is_the_codes() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "adaptive.md").read_text(encoding="utf-8")
+    section = text.split("## The least trials a design needs", 1)[1].split("\n## ", 1)[0]
+    rows = [line.replace("*", "").strip("| ").split(" | ") for line in section.splitlines()
+            if line.replace("*", "").startswith("| 0.")]
+    assert len(rows) == 7
+    for row in rows:
+        p0, p1 = float(row[0]), float(row[1])
+        figures = [int(x) for x in row[2:]]
+        a05, a01 = Design(p0=p0, p1=p1), Design(p0=p0, p1=p1, alpha=0.01, beta=0.01)
+        assert figures == [a05.least_trials(), a05.least_failures(), a01.least_trials(), a01.least_failures()], row
