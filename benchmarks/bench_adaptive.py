@@ -95,7 +95,7 @@ def run_adaptive(design: Design, rates: list[float], seed: int, concurrency: int
             if unit(seed, "error", i, t) < errored:
                 continue  # errored: spent, never counted
             seqs[i].observe(unit(seed, i, t) < rates[i])
-    verdicts = [s.verdict or "open" for s in seqs]
+    verdicts: list[str] = [s.verdict or "open" for s in seqs]
     return Outcome(spent, verdicts, [s.n for s in seqs], rounds)
 
 

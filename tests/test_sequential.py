@@ -65,7 +65,8 @@ def test_an_exact_crossing_is_not_lost_to_rounding() -> None:
     d.check()
     assert d.least_trials() == 3
     seq = run(d, "ppp")
-    assert (seq.verdict, seq.n, seq.e_value) == ("reliable", 3, pytest.approx(8.0))
+    assert (seq.verdict, seq.n) == ("reliable", 3)
+    assert seq.e_value == pytest.approx(8.0)
 
 
 @pytest.mark.parametrize(("changes", "message"), [
@@ -237,7 +238,8 @@ def test_paired_concordant_pairs_move_nothing() -> None:
     r = PairedRegression(cap=6)
     for base, new in ((True, True), (False, False), (True, True), (True, False), (False, False)):
         assert r.observe(base, new) is None
-    assert (r.n, r.drops, r.gains, r.e_value) == (5, 1, 0, pytest.approx(1.9))
+    assert (r.n, r.drops, r.gains) == (5, 1, 0)
+    assert r.e_value == pytest.approx(1.9)
     # the cap: the sixth pair, concordant, ends it open
     assert r.observe(True, True) == "inconclusive"
     with pytest.raises(ValueError, match="the comparison is settled: it takes no more pairs"):
