@@ -225,13 +225,16 @@ def test_interval_bad_alpha() -> None:
 
 def test_paired_five_drops_regress() -> None:
     r = PairedRegression()
-    assert (r.alpha, r.beta, r.cap, r.q1) == (0.05, 0.05, 32, 0.95)
-    # log 20 / log 1.9 = 4.67: five drops; 1.9^4 = 13.03 < 20 <= 1.9^5 = 24.76
+    assert (r.alpha, r.beta, r.cap, r.q1, r.q2, r.weight) == (0.05, 0.05, 32, 0.95, 0.75, 0.8)
+    # E = 0.8 * 1.9^d + 0.2 * 1.5^d: d = 4: 0.8 * 13.0321 + 0.2 * 5.0625 = 11.438 < 20;
+    # d = 5: 0.8 * 24.76099 + 0.2 * 7.59375 = 21.3275 >= 20
     assert r.least_pairs() == 5
     verdicts = [r.observe(True, False) for _ in range(5)]
     assert verdicts == [None, None, None, None, "regressed"]
     assert (r.n, r.drops, r.gains) == (5, 5, 0)
-    assert r.e_value == pytest.approx(24.76099)
+    assert r.e_value == pytest.approx(21.327542)
+    # all the weight on q1 = 0.95: 1.9^4 = 13.03 < 20 <= 1.9^5: still five
+    assert PairedRegression(weight=1.0).least_pairs() == 5
 
 
 def test_paired_concordant_pairs_move_nothing() -> None:
@@ -239,7 +242,7 @@ def test_paired_concordant_pairs_move_nothing() -> None:
     for base, new in ((True, True), (False, False), (True, True), (True, False), (False, False)):
         assert r.observe(base, new) is None
     assert (r.n, r.drops, r.gains) == (5, 1, 0)
-    assert r.e_value == pytest.approx(1.9)
+    assert r.e_value == pytest.approx(1.82)  # 0.8 * 1.9 + 0.2 * 1.5
     # the cap: the sixth pair, concordant, ends it open
     assert r.observe(True, True) == "inconclusive"
     with pytest.raises(ValueError, match="the comparison is settled: it takes no more pairs"):
@@ -248,28 +251,34 @@ def test_paired_concordant_pairs_move_nothing() -> None:
 
 def test_paired_gains_say_no_regression() -> None:
     r = PairedRegression()
-    # one gain: 2 * 0.05 = 0.1 > 0.05; two: 0.01 <= 0.05
-    assert r.observe(False, True) is None
-    assert r.observe(False, True) == "no-regression"
-    assert r.e_value == pytest.approx(0.01)
-    # a drop and a gain: 1.9 * 0.1 = 0.19; two of each 0.0361 <= 0.05
+    # "no-regression" once LR at q2 = 0.75 is <= 0.05: gains alone, 0.5^g: 0.0625 at four,
+    # 0.03125 at five
+    assert [r.observe(False, True) for _ in range(5)] == [None] * 4 + ["no-regression"]
+    # E = 0.8 * 0.1^5 + 0.2 * 0.5^5 = 0.000008 + 0.00625
+    assert r.e_value == pytest.approx(0.006258)
+    # a drop and a gain each: 1.5 * 0.5 = 0.75 a round; 0.75^10 = 0.056, 0.75^11 = 0.042
     r = PairedRegression()
-    outcomes = [r.observe(*pair) for pair in ((True, False), (False, True), (True, False), (False, True))]
-    assert outcomes == [None, None, None, "no-regression"]
+    while r.open:
+        r.observe(True, False)
+        if r.open:
+            r.observe(False, True)
+    assert (r.verdict, r.n, r.drops, r.gains) == ("no-regression", 22, 11, 11)
 
 
 def test_paired_close_ends_an_open_test() -> None:
     r = PairedRegression()
     r.observe(True, False)
     assert r.close() == "inconclusive" and not r.open
-    assert r.e_value == pytest.approx(1.9)
+    assert r.e_value == pytest.approx(1.82)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"cap": 4}, "detecting a drop at alpha = 0.05 needs at least 5 paired trials; the cap is 4"),
-    # q1 = 0.9: log 20 / log 1.8 = 5.097: six
+    # q1 = 0.9: 0.8 * 1.8^5 + 0.2 * 1.5^5 = 15.12 + 1.52 = 16.6 < 20: six
     ({"cap": 5, "q1": 0.9}, "detecting a drop at alpha = 0.05 needs at least 6 paired trials; the cap is 5"),
     ({"q1": 0.5}, "the drop share q1 must be between 0.5 and 1 (exclusive), not 0.5"),
+    ({"q2": 1.0}, "the drop share q2 must be between 0.5 and 1 (exclusive), not 1.0"),
+    ({"weight": 0.0}, "the weight of q1 must be above 0 and at most 1, not 0.0"),
     ({"alpha": 0.6}, "alpha must be between 0 and 0.5 (exclusive), not 0.6"),
     ({"cap": 3.0}, "the cap must be a whole number of trials, not 3.0"),
 ])

@@ -141,7 +141,7 @@ def test_false_paired_regression_under_peeking_and_fisher_breaks_it() -> None:
     assert ours <= ALPHA + SLACK, ours
     assert ours_correlated <= ALPHA + SLACK, ours_correlated
     assert naive > ALPHA + SLACK, naive
-    assert (round(ours, 4), round(ours_correlated, 4), round(naive, 4)) == (0.0385, 0.0202, 0.1004)
+    assert (round(ours, 4), round(ours_correlated, 4), round(naive, 4)) == (0.0369, 0.021, 0.1004)
     # the same Fisher test looked at once, after all 32 pairs, keeps its level
     rng = random.Random(33)
     once = sum(_fisher_drop(sum(rng.random() < 0.7 for _ in range(CAP)), sum(rng.random() < 0.7 for _ in range(CAP)),

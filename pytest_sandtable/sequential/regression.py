@@ -39,42 +39,51 @@ class PairedRegression:
     with the same trial seed: ``observe(base_passed, new_passed)`` in trial order.
 
     A pair is concordant (both passed or both failed: it says nothing and moves nothing),
-    a drop (base passed, candidate failed) or a gain (base failed, candidate passed). The
-    e-process is the likelihood ratio of a fixed alternative, "of the pairs that disagree,
-    a share ``q1`` are drops", against one half:
+    a drop (base passed, candidate failed) or a gain (base failed, candidate passed). For
+    a share q of the disagreements being drops, the likelihood ratio against one half is
 
-        E_n = (2 q1) ** drops * (2 (1 - q1)) ** gains
+        LR_q = (2 q) ** drops * (2 (1 - q)) ** gains
+
+    and the e-process is a mixture of two of them: ``weight`` on a one-sided drop
+    ``q1`` (0.95: the candidate fails where the baseline passed, as a broken build does)
+    and the rest on a milder one ``q2`` (0.75), E_n = weight LR_q1 + (1 - weight) LR_q2.
 
     What it guarantees: if the candidate has not dropped, meaning that given everything
-    before it each pair is a drop no more often than a gain (P(drop) <= P(gain)), then
-    E_n is a nonnegative supermartingale with E_0 = 1 (a pair's factor has mean
-    1 + (2 q1 - 1) (P(drop) - P(gain)) <= 1), so by Ville's inequality it ever reaches
-    1/alpha with probability at most ``alpha``: a wrong "regressed" is at most alpha at
-    any stopping time. This holds whatever the correlation between the two trials of a
-    pair (the shared seed may make them agree nearly always) and whatever the pass
-    rates; the pairs must be independent of each other given the task and the two builds.
-    The stopped E_n is an e-value for "no drop" (for e-BH across tasks).
+    before it each pair is a drop no more often than a gain (P(drop) <= P(gain)), each
+    LR_q is a nonnegative supermartingale with mean 1 at the start (a pair's factor has
+    mean 1 + (2 q - 1) (P(drop) - P(gain)) <= 1), and so is their mixture; by Ville's
+    inequality E_n ever reaches 1/alpha with probability at most ``alpha``: a wrong
+    "regressed" is at most alpha at any stopping time. This holds whatever the
+    correlation between the two trials of a pair (the shared seed may make them agree
+    nearly always) and whatever the pass rates; the pairs must be independent of each
+    other given the task and the two builds. The stopped E_n is an e-value for "no drop"
+    (for e-BH across tasks).
 
-    "no-regression" once E_n falls to ``beta``: if drops are at least a share q1 of the
-    disagreements, 1/E_n is a supermartingale, so that verdict is wrong with probability
-    at most beta; it says "no drop as one-sided as q1", not "no drop at all". At ``cap``
-    pairs an open test is "inconclusive", and `close` ends it so when the task stops
-    taking trials for another reason (its own verdict, a budget).
+    "no-regression" once LR_q2 falls to ``beta``: if drops are at least a share q2 of the
+    disagreements, 1/LR_q2 is a supermartingale, so that verdict is wrong with
+    probability at most beta; it says "no drop as one-sided as q2", not "no drop at all"
+    (with the defaults, five gains and no drop). At ``cap`` pairs an open test is
+    "inconclusive", and `close` ends it so when the task stops taking trials for another
+    reason (its own verdict, a budget).
 
-    q1 = 0.95 needs 5 drops and no gain to say "regressed" at alpha = 0.05
-    (1.9 ** 4 = 13.0 < 20 <= 1.9 ** 5 = 24.8), so a fall from always passing to passing
-    half the time is caught in about 10 pairs; a smaller q1 catches less one-sided drops,
-    more slowly (0.9 needs 6: 1.8 ** 5 = 18.9 < 20)."""
+    With the defaults, 5 drops and no gain say "regressed" at alpha = 0.05
+    (0.8 * 1.9 ** 5 + 0.2 * 1.5 ** 5 = 21.3 >= 20; four give 11.4), so a fall from always
+    passing to passing half the time is caught in about 10 pairs."""
 
-    __slots__ = ("alpha", "beta", "cap", "drops", "gains", "log_e", "n", "q1", "verdict")
+    __slots__ = ("alpha", "beta", "cap", "drops", "gains", "log_e", "n", "q1", "q2", "verdict", "weight")
 
-    def __init__(self, alpha: float = 0.05, beta: float = 0.05, cap: int = 32, q1: float = 0.95) -> None:
+    def __init__(self, alpha: float = 0.05, beta: float = 0.05, cap: int = 32, q1: float = 0.95,
+                 q2: float = 0.75, weight: float = 0.8) -> None:
         _check_error("alpha", alpha)
         _check_error("beta", beta)
         _check_cap(cap)
-        if isinstance(q1, bool) or not isinstance(q1, (int, float)) or not 0.5 < q1 < 1.0:
-            raise DesignError(f"the drop share q1 must be between 0.5 and 1 (exclusive), not {q1!r}")
-        self.alpha, self.beta, self.cap, self.q1 = alpha, beta, cap, q1
+        for name, q in (("q1", q1), ("q2", q2)):
+            if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.5 < q < 1.0:
+                raise DesignError(f"the drop share {name} must be between 0.5 and 1 (exclusive), not {q!r}")
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight <= 1.0:
+            raise DesignError(f"the weight of q1 must be above 0 and at most 1, not {weight!r}")
+        self.alpha, self.beta, self.cap = alpha, beta, cap
+        self.q1, self.q2, self.weight = q1, q2, weight
         least = self.least_pairs()
         if cap < least:
             raise DesignError(
@@ -83,18 +92,24 @@ class PairedRegression:
         self.log_e = 0.0
         self.verdict: RegressionVerdict | None = None
 
-    @property
-    def step_drop(self) -> float:
-        return math.log(2.0 * self.q1)
+    def _log_lr(self, q: float, drops: int, gains: int) -> float:
+        return drops * math.log(2.0 * q) + gains * math.log(2.0 * (1.0 - q))
 
-    @property
-    def step_gain(self) -> float:
-        return math.log(2.0 * (1.0 - self.q1))
+    def _log_mixture(self, drops: int, gains: int) -> float:
+        one = math.log(self.weight) + self._log_lr(self.q1, drops, gains)
+        if self.weight >= 1.0:
+            return one
+        two = math.log1p(-self.weight) + self._log_lr(self.q2, drops, gains)
+        top = max(one, two)
+        return top + math.log(math.exp(one - top) + math.exp(two - top))
 
     def least_pairs(self) -> int:
         """The fewest pairs, all drops, that say "regressed"."""
         upper = math.log(1.0 / self.alpha) - TOLERANCE
-        return max(1, math.ceil(upper / self.step_drop))
+        n = 1
+        while self._log_mixture(n, 0) < upper:
+            n += 1
+        return n
 
     def observe(self, base_passed: bool, new_passed: bool) -> RegressionVerdict | None:
         if self.verdict is not None:
@@ -104,10 +119,10 @@ class PairedRegression:
             self.drops += 1
         elif new_passed and not base_passed:
             self.gains += 1
-        self.log_e = self.drops * self.step_drop + self.gains * self.step_gain
+        self.log_e = self._log_mixture(self.drops, self.gains)
         if self.log_e >= math.log(1.0 / self.alpha) - TOLERANCE:
             self.verdict = "regressed"
-        elif self.log_e <= math.log(self.beta) + TOLERANCE:
+        elif self._log_lr(self.q2, self.drops, self.gains) <= math.log(self.beta) + TOLERANCE:
             self.verdict = "no-regression"
         elif self.n >= self.cap:
             self.verdict = "inconclusive"
