@@ -9,6 +9,18 @@ order, and asks which tasks still need trials.
 from __future__ import annotations
 
 from .design import Design, DesignError
+from .multiple import bonferroni, e_bh
+from .regression import PairedRegression, RegressionVerdict, StoredRegression
 from .sprt import TaskSequence, Verdict
 
-__all__ = ["Design", "DesignError", "TaskSequence", "Verdict"]
+__all__ = [
+    "Design",
+    "DesignError",
+    "PairedRegression",
+    "RegressionVerdict",
+    "StoredRegression",
+    "TaskSequence",
+    "Verdict",
+    "bonferroni",
+    "e_bh",
+]

@@ -23,6 +23,8 @@ def interval(passes: int, n: int, alpha: float = 0.05, a: float = 1.0, b: float 
     """The (low, high) bounds of the confidence sequence after ``passes`` of ``n`` trials."""
     if n < 0 or not 0 <= passes <= n:
         raise ValueError(f"passes must be between 0 and n, not {passes} of {n}")
+    if not 0.0 < alpha < 1.0 or not a > 0.0 or not b > 0.0:
+        raise ValueError(f"alpha must be in (0, 1) and a, b positive, not alpha={alpha:g}, a={a:g}, b={b:g}")
     if n == 0:
         return 0.0, 1.0
     fails = n - passes
