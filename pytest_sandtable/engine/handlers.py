@@ -224,9 +224,10 @@ class HandlerContext:
 
 class WorldHandle:
     """A handler's view of the trial's world. Rows it returns are copies (changing them
-    changes nothing), made as they are read (:class:`_Row`, :class:`_Rows`); its writes are the world's recorded writes, as the ops' are. A
-    missing key on ``update`` or ``delete`` raises ``ToolError(404, ...)``, creating a
-    key that exists ``ToolError(409, ...)``, as the ops' would.
+    changes nothing), made as they are read (:class:`_Row`, :class:`_Rows`); its writes
+    are the world's recorded writes, as the ops' are. A missing key on ``update`` or
+    ``delete`` raises ``ToolError(404, ...)``, creating a key that exists
+    ``ToolError(409, ...)``, as the ops' would.
 
     It holds no engine object a handler could reach: its methods are closures over the
     world, so no attribute leads to the world's rows, whose seed rows every trial shares
