@@ -20,15 +20,30 @@ the ratio handler / declarative. Then the handler domain with its ``orders`` tab
 padded to 100 and to 100,000 rows (the rows the tasks read are the same at both sizes):
 the median trial time of each task and the ratio big / small (target: at most 1.1).
 
+With ``--tau-bench ENV`` (τ-bench's retail env folder, ``.../tau_bench/envs/retail``), it
+first imports that env into a temporary folder (``python -m pytest_sandtable import
+tau-bench``; nothing of it is copied into this project) and times its 115 tasks, Python
+handlers as imported, against the declarative forms above over the same data (ENV's
+``data``), in one process, the two alternating round by round: each round runs every
+imported task once, then ``cancel`` and ``lookups`` of the declarative domain 20 times
+each; CPU time (``time.process_time``) per trial, driven as the plugin drives an inline
+trial (the coroutine sent once). Printed: the median over rounds of each one's time per
+trial and per call, and the ratios imported / declarative.
+
     python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
+    python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -205,17 +220,86 @@ def sizes(folder: Path, small: int, big: int, reps: int) -> None:
     print(f"  load s: {load_s[a]:.2f} and {load_s[b]:.2f}; {reps} rounds; first trials excluded")
 
 
+def _drive(coro: Any) -> Any:
+    """A trial's coroutine run to its end without an event loop, as the plugin runs a
+    trial whose agent and user both run inline."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("an inline trial suspended")
+
+
+def imported(env: Path, folder: Path, rounds: int) -> None:
+    """τ-bench's retail env as imported (Python handlers) against the declarative forms."""
+    from pytest_sandtable.cli import main as cli
+    from pytest_sandtable.engine.trial import arun_trial
+
+    out = folder / "tau-retail-imported"
+    with contextlib.redirect_stdout(io.StringIO()):
+        if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
+            raise SystemExit(f"could not import {env}")
+    tau = st.load_domain(out / "sandtable.yaml")
+    declarative = load(domain_text("declarative", DECLARATIVE_TOOLS, tau_world(env / "data")), folder, "tau-decl")[0]
+    agent, user = st.ReferenceAgent(), st.ScriptedUser()
+
+    def one(domain: st.Domain, task: Any, trial: int) -> st.TrialResult:
+        result: st.TrialResult = _drive(arun_trial(
+            domain, task, agent, user, trial=trial, k=3, run_seed=1, agent_name="reference", user_name="scripted",
+            trial_timeout=900.0, location="sandtable.yaml:1"))
+        return result
+
+    verdicts = {t.id: one(tau, t, 1).verdict for t in tau.tasks}  # warm: handler imports, indexes
+    calls = statistics.fmean(len(one(tau, t, 1).calls) for t in tau.tasks)
+    for task, want in EXPECTED.items():
+        got = one(declarative, declarative.task(task), 1).verdict
+        if got != want:
+            raise SystemExit(f"declarative {task}: {got}, expected {want}")
+    reps = 20
+    samples: dict[str, list[float]] = {"imported": [], "cancel": [], "lookups": []}
+    for r in range(rounds):
+        c0 = time.process_time()
+        for t in tau.tasks:
+            if one(tau, t, 1 + r % 3).verdict != verdicts[t.id]:
+                raise SystemExit(f"{t.id}: the verdict changed")
+        samples["imported"].append((time.process_time() - c0) / len(tau.tasks))
+        for task in ("cancel", "lookups"):
+            spec = declarative.task(task)
+            c0 = time.process_time()
+            for i in range(reps):
+                one(declarative, spec, 1 + i % 3)
+            samples[task].append((time.process_time() - c0) / reps)
+    med = {n: statistics.median(x) for n, x in samples.items()}
+    per_call = {"imported": med["imported"] / calls, "cancel": med["cancel"] / 3,
+                "lookups": med["lookups"] / LOOKUP_CALLS}
+    print(f"τ-bench retail imported ({len(tau.tasks)} tasks, {calls:.2f} calls a trial, Python handlers) against "
+          "the declarative forms over the same data")
+    print(f"  {'':<36}{'trial ms':>10}{'call ms':>10}{'trial ratio':>13}{'call ratio':>12}")
+    print(f"  {'imported, mean of its tasks':<36}{ms(med['imported']):>10}{ms(per_call['imported']):>10}")
+    for task, n in (("cancel", 3), ("lookups", LOOKUP_CALLS)):
+        print(f"  {f'declarative {task} ({n} calls)':<36}{ms(med[task]):>10}{ms(per_call[task]):>10}"
+              f"{med['imported'] / med[task]:>13.2f}{per_call['imported'] / per_call[task]:>12.2f}")
+    print(f"  CPU time, medians of {rounds} rounds (each: the {len(tau.tasks)} tasks once, each declarative task "
+          f"{reps} times); ratios imported / declarative")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", type=int, default=100, help="orders of the small handler domain")
     ap.add_argument("--big", type=int, default=100_000, help="orders of the big handler domain")
     ap.add_argument("--reps", type=int, default=200, help="rounds of every task per domain")
     ap.add_argument("--tau-retail", type=Path, help="τ-bench's retail data folder (users.json, orders.json, ...)")
+    ap.add_argument("--tau-bench", type=Path, metavar="ENV", help="τ-bench's retail env folder: import it and time it")
+    ap.add_argument("--rounds", type=int, default=15, help="with --tau-bench: alternating rounds")
     args = ap.parse_args()
     print(f"pytest-sandtable {st.__version__}, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "bench_retail_handlers.py").write_text(HANDLERS, encoding="utf-8")
+        if args.tau_bench:
+            imported(args.tau_bench, folder, args.rounds)
+            return
         world = tau_world(args.tau_retail) if args.tau_retail else generated_world(1000)
         forms(folder, world, args.reps, "tau-retail" if args.tau_retail else "generated")
         if args.big != args.small:

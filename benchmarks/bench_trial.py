@@ -18,6 +18,16 @@ this copy / the other, per task and in all::
 
     python benchmarks/bench_trial.py [DOMAIN_FILE] [--rounds 15] [--reps 40] [--k 3]
     python benchmarks/bench_trial.py [DOMAIN_FILE] --against /tmp/before --runs 5
+
+With ``--run-trial``, the public ``run_trial`` against ``arun_trial`` as the plugin drives
+it, in one process, alternating round by round (each round: every task ``--reps`` times
+one way, then the other): with the reference agent (inline: ``arun_trial``'s coroutine
+sent once, no event loop) and with the same agent as an ``async def`` agent (not inline:
+``arun_trial`` on one kept event loop, ``loop.run_until_complete``). Printed per agent:
+the median CPU µs per trial of each way over all tasks and the ratio run_trial /
+arun_trial (the goal: at most 1.2)::
+
+    python benchmarks/bench_trial.py [DOMAIN_FILE] --run-trial [--rounds 15] [--reps 40]
 """
 
 from __future__ import annotations
@@ -79,6 +89,53 @@ def measure(domain_file: Path, rounds: int, reps: int, k: int) -> dict[str, Any]
     return {"per_task": per_task, "verdicts": verdicts, "mean": statistics.fmean(per_task.values())}
 
 
+def run_trial_cost(domain_file: Path, rounds: int, reps: int, k: int) -> None:
+    """run_trial against arun_trial as the plugin drives it, alternating in this process."""
+    import asyncio
+
+    import pytest_sandtable as st
+    from pytest_sandtable.domain.loader import load_domain
+    from pytest_sandtable.engine.trial import arun_trial
+
+    domain = load_domain(domain_file)
+    reference = st.ReferenceAgent()
+
+    async def async_reference(turn: st.Turn) -> Any:  # the same agent, not inline
+        return reference(turn)
+
+    loop = asyncio.new_event_loop()
+    kw: dict[str, Any] = {"k": k, "run_seed": 1, "agent_name": "reference", "user_name": "scripted",
+                          "trial_timeout": 900.0, "location": f"{domain_file}:1"}
+    print(f"{domain_file}: {len(domain.tasks)} tasks, {rounds} rounds of {reps} trials a task each way; "
+          f"load average {load_average()}")
+    print(f"  {'agent':<28}{'arun_trial µs':>15}{'run_trial µs':>14}{'ratio':>8}")
+    for label, agent in (("reference (inline)", reference), ("async def (on the loop)", async_reference)):
+        user = st.ScriptedUser()
+
+        def plugin(task: Any, trial: int, agent: Any = agent, user: Any = user) -> str:
+            coro = arun_trial(domain, task, agent, user, trial=trial, **kw)
+            result = drive(coro) if agent is reference else loop.run_until_complete(coro)
+            return str(result.verdict)
+
+        def public(task: Any, trial: int, agent: Any = agent, user: Any = user) -> str:
+            return str(st.run_trial(domain, task, agent, user, trial=trial, **kw).verdict)
+
+        want = {t.id: plugin(t, 1) for t in domain.tasks}
+        if {t.id: public(t, 1) for t in domain.tasks} != want:
+            raise SystemExit(f"{label}: run_trial's verdicts differ from arun_trial's")
+        samples: dict[str, list[float]] = {"plugin": [], "public": []}
+        for r in range(rounds):
+            for name, way in (("plugin", plugin), ("public", public))[:: 1 if r % 2 == 0 else -1]:
+                c0 = time.process_time()
+                for task in domain.tasks:
+                    for i in range(reps):
+                        way(task, 1 + i % k)
+                samples[name].append((time.process_time() - c0) / (reps * len(domain.tasks)) * 1e6)
+        a, b = (statistics.median(samples[n]) for n in ("plugin", "public"))
+        print(f"  {label:<28}{a:>15.1f}{b:>14.1f}{b / a:>8.2f}")
+    loop.close()
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -132,7 +189,11 @@ def main() -> None:
     ap.add_argument("--against", metavar="DIR", help="a folder holding another copy of pytest_sandtable")
     ap.add_argument("--runs", type=int, default=5, help="with --against: subprocess runs of each copy")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--run-trial", action="store_true", help="run_trial against arun_trial, in this process")
     args = ap.parse_args()
+    if args.run_trial:
+        run_trial_cost(args.domain, args.rounds, args.reps, args.k)
+        return
     if args.against:
         against(args)
         return

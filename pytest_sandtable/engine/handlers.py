@@ -19,6 +19,7 @@ which stops the run.
 
 from __future__ import annotations
 
+import copy
 import dis
 import importlib
 import marshal
@@ -223,9 +224,10 @@ class HandlerContext:
 
 class WorldHandle:
     """A handler's view of the trial's world. Rows it returns are copies (changing them
-    changes nothing); its writes are the world's recorded writes, as the ops' are. A
-    missing key on ``update`` or ``delete`` raises ``ToolError(404, ...)``, creating a
-    key that exists ``ToolError(409, ...)``, as the ops' would.
+    changes nothing), made as they are read (:class:`_Row`, :class:`_Rows`); its writes
+    are the world's recorded writes, as the ops' are. A missing key on ``update`` or
+    ``delete`` raises ``ToolError(404, ...)``, creating a key that exists
+    ``ToolError(409, ...)``, as the ops' would.
 
     It holds no engine object a handler could reach: its methods are closures over the
     world, so no attribute leads to the world's rows, whose seed rows every trial shares
@@ -256,7 +258,7 @@ class WorldHandle:
         def get(table: str, key: Any) -> dict[str, Any] | None:
             """The row with this key (a copy), or None."""
             row = world.get(table_of(table), key)
-            return _row_copy(row) if row is not None else None
+            return _lazy(row) if row is not None else None
 
         def list_(
             table: str, where: Mapping[str, Any] | None = None, limit: int | None = None
@@ -268,7 +270,7 @@ class WorldHandle:
             if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
                 raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
             rows = world.select(table_of(table), dict(where or {}), limit=limit)
-            return _rows_copy(rows)
+            return _rows_for(rows)
 
         def create(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
             """Create a row (its key given by the table's ``key_format`` when absent); the row created."""
@@ -278,7 +280,7 @@ class WorldHandle:
                 raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
             row = _written(row, f"world.create({name!r}, row)", "row")
             try:
-                return _row_copy(world.create(name, row))
+                return _lazy(world.create(name, row))
             except Conflict as e:
                 raise ToolError(409, str(e)) from None
 
@@ -294,7 +296,7 @@ class WorldHandle:
                 raise ValueError(
                     f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
             try:
-                return _row_copy(world.update(name, key, values))
+                return _lazy(world.update(name, key, values))
             except NotFound as e:
                 raise ToolError(404, str(e)) from None
 
@@ -343,15 +345,257 @@ def _row_copy(row: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _rows_copy(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows for a handler, each a fresh copy as :func:`_row_copy` makes it: all of them in
-    one marshal round trip (a handler that lists a whole table gets hundreds), else (a row
-    marshal cannot take) row by row."""
-    try:
-        copied: list[dict[str, Any]] = marshal.loads(marshal.dumps(rows, 2))
-        return copied
-    except (ValueError, TypeError, RecursionError):
-        return [_row_copy(r) for r in rows]
+# -- the rows a handler gets ------------------------------------------------------------
+#
+# A handler may change what it reads (τ-bench's tools change an order's items in place,
+# then write them back), so what it gets must share nothing mutable with the world: the
+# world's rows are shared with every later trial (a seed row) and with the trial's diff.
+# Copying a whole row on every read made a handler that scans a table (a user looked up
+# by name among 500 nested profiles) spend most of its trial in copies of fields it never
+# read. A row is handed out as a _Row: a shallow copy (its scalars are the row's, as
+# they are immutable) whose nested values are copied on their first read, so a scan costs
+# the fields it reads.
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_dict_new = dict.__new__
+_dict_get = dict.__getitem__
+_dict_set = dict.__setitem__
+_dict_update = dict.update
+_dict_items = dict.items
+
+
+class _Row(dict[str, Any]):
+    """A row (or a mapping inside one) given to a handler: a shallow copy of the world's
+    row, whose nested values (mappings and lists) are the world's own objects until first
+    read, when the read puts a private copy in their place. Every way of reading a value
+    goes through that copy: indexing, ``get``, ``items``, ``values``, ``pop``,
+    ``setdefault``, ``copy``, and ``dict(row)`` or ``{**row}`` (which read it key by key,
+    since the class has its own ``__iter__``). A value is the world's while it is the very
+    object the world's row holds under its key (``_src``): whatever a handler puts in a
+    row is its own, and the world never changes the objects a _Row shares with it (a
+    write replaces a row, never changes it), so a value copied late is the value the row
+    held when it was handed out."""
+
+    __slots__ = ("_src",)
+
+    _src: Mapping[str, Any]  # the world's row this one copies ({} once every value is copied)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # type(row)(...) in a handler: a plain mapping
+        dict.__init__(self, *args, **kwargs)
+        self._src = _NOTHING
+
+    def __getitem__(self, key: Any) -> Any:
+        value = _dict_get(self, key)
+        if type(value) in _SCALARS or self._src.get(key) is not value:
+            return value
+        value = dict(value) if type(value) is dict and _SCALARS.issuperset(map(type, value.values())) \
+            else _private(value)
+        _dict_set(self, key, value)
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def __iter__(self) -> Any:  # its own: dict(row) and {**row} then read through __getitem__
+        return dict.__iter__(self)
+
+    def _own(self) -> None:
+        """Every nested value copied: what reads values in bulk, in C, sees only copies."""
+        src = self._src
+        if src:
+            for key, value in list(_dict_items(self)):
+                if type(value) not in _SCALARS and src.get(key) is value:
+                    _dict_set(self, key, _private(value))
+            self._src = _NOTHING
+
+    def items(self) -> Any:
+        self._own()
+        return _dict_items(self)
+
+    def values(self) -> Any:
+        self._own()
+        return dict.values(self)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        if key in self:
+            value = self[key]
+            dict.__delitem__(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        self._own()
+        return dict.popitem(self)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else dict.setdefault(self, key, default)
+
+    def copy(self) -> dict[str, Any]:
+        """A shallow copy, as ``dict.copy`` makes one (sharing this row's copies)."""
+        self._own()
+        return dict.copy(self)
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: Any) -> dict[str, Any]:
+        return copy.deepcopy(dict(_dict_items(self)), memo)  # the world's values copied too
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled as a plain dict
+        return (dict, (self.copy(),))
+
+    def __or__(self, other: Any) -> Any:
+        if not isinstance(other, dict):
+            return NotImplemented
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other: Any) -> Any:
+        if not isinstance(other, dict):
+            return NotImplemented
+        out = dict(other)
+        out.update(self)
+        return out
+
+    @classmethod
+    def fromkeys(cls, keys: Any, value: Any = None) -> dict[Any, Any]:  # type: ignore[override]
+        return dict.fromkeys(keys, value)
+
+
+_NOTHING: Mapping[str, Any] = {}
+_list_get = list.__getitem__
+_list_set = list.__setitem__
+_list_iter = list.__iter__
+
+
+class _Rows(list[dict[str, Any]]):
+    """The rows of ``world.list`` given to a handler: the world's rows, each made a
+    handler's row (:func:`_lazy`) when first read, so a handler that looks through a table
+    for one row and stops there pays for the rows it read. Reading one row (indexing, or
+    iterating, which ``list(rows)``, ``sorted(rows)``, ``for``, unpacking and ``in``'s
+    callers do in C through ``__iter__``) makes it; everything else (a slice, a change, a
+    copy) first makes them all. ``_raw`` holds the ids of the rows not made yet: the
+    world's rows, alive while the world holds them or this list does."""
+
+    __slots__ = ("_raw",)
+
+    _raw: set[int]
+
+    def __init__(self, *args: Any) -> None:  # type(rows)(...) in a handler: a plain list
+        list.__init__(self, *args)
+        self._raw = set()
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._raw and type(index) is int:
+            row = _list_get(self, index)
+            if id(row) not in self._raw:
+                return row
+            self._raw.discard(id(row))
+            made = _lazy(row)
+            _list_set(self, index, made)
+            return made
+        self._own()
+        return _list_get(self, index)
+
+    def __iter__(self) -> Any:
+        if not self._raw:
+            return _list_iter(self)
+        return self._walk()
+
+    def _walk(self) -> Any:
+        raw = self._raw
+        for i, row in enumerate(_list_iter(self)):  # by index: a row made in place is read there
+            if id(row) in raw:
+                raw.discard(id(row))
+                row = _lazy(row)
+                _list_set(self, i, row)
+            yield row
+
+    def _own(self) -> None:
+        raw = self._raw
+        if raw:
+            for i, row in enumerate(_list_iter(self)):
+                if id(row) in raw:
+                    _list_set(self, i, _lazy(row))
+            raw.clear()
+
+    def __reversed__(self) -> Any:
+        self._own()
+        return list.__reversed__(self)
+
+    def copy(self) -> list[dict[str, Any]]:
+        self._own()
+        return list.copy(self)
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: Any) -> list[Any]:
+        return copy.deepcopy(list(_list_iter(self)), memo)  # the world's rows copied too
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled as a plain list
+        return (list, (self.copy(),))
+
+    def __radd__(self, other: Any) -> Any:  # [...] + rows: list's own + would read the world's rows
+        if not isinstance(other, list):
+            return NotImplemented
+        return other + self.copy()
+
+
+def _owning(name: str) -> Any:
+    method = getattr(list, name)
+
+    def owning(self: _Rows, *args: Any, **kwargs: Any) -> Any:
+        self._own()
+        return method(self, *args, **kwargs)
+
+    owning.__name__ = owning.__qualname__ = name
+    return owning
+
+
+# every other way to read or change the list: its rows made first
+for _name in ("__setitem__", "__delitem__", "__add__", "__iadd__", "__mul__", "__rmul__", "__imul__",
+              "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse"):
+    if hasattr(list, _name):
+        setattr(_Rows, _name, _owning(_name))
+del _name
+
+
+def _rows_for(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``world.list``'s rows for a handler: a :class:`_Rows` over the world's rows (a few
+    are made at once)."""
+    if len(rows) < 4:
+        return [_lazy(r) for r in rows]
+    out: _Rows = list.__new__(_Rows)
+    list.extend(out, rows)
+    out._raw = set(map(id, rows))
+    return out
+
+
+
+
+def _lazy(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row for a handler: a plain copy when it holds scalars only, else a :class:`_Row`."""
+    if type(row) is not dict:
+        return _row_copy(row)
+    if _SCALARS.issuperset(map(type, row.values())):
+        return dict(row)
+    out: _Row = _dict_new(_Row)
+    _dict_update(out, row)
+    out._src = row
+    return out
+
+
+def _private(value: Any) -> Any:
+    """A nested value of a world row, copied for a handler (a mapping lazily in turn)."""
+    t = type(value)
+    if t is dict:
+        return _lazy(value)
+    if t is list:
+        try:
+            return marshal.loads(marshal.dumps(value, 2))
+        except (ValueError, TypeError, RecursionError):
+            return copy.deepcopy(value)
+    return value if t in _SCALARS else copy.deepcopy(value)
 
 
 def _key_text(key: Any) -> str:
@@ -522,7 +766,8 @@ def _json_copy(value: Any, depth: int = 0) -> Any:
         raise _NotJson(f"values nested more than {_MAX_DEPTH} levels")
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
-        for k, v in value.items():
+        # a handler's row as it holds it: what it has not read yet is the world's, copied here
+        for k, v in (_dict_items(value) if type(value) is _Row else value.items()):
             if type(k) is not str:
                 raise _NotJson(f"the key {k!r} ({type(k).__name__}, not a string)")
             try:
@@ -533,7 +778,7 @@ def _json_copy(value: Any, depth: int = 0) -> Any:
         return out
     if isinstance(value, (list, tuple)):
         items: list[Any] = []
-        for i, v in enumerate(value):
+        for i, v in enumerate(_list_iter(value) if type(value) is _Rows else value):  # a _Rows as it holds it
             try:
                 items.append(v if type(v) in _PLAIN else _json_copy(v, depth + 1))
             except _NotJson as e:

@@ -5,8 +5,10 @@ final world and the call log are graded."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import enum
 import hashlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -908,8 +910,145 @@ def run_trial(
     user: UserCallable,
     **kwargs: Any,
 ) -> TrialResult:
-    """Synchronous :func:`arun_trial` (for scripts and tests outside an event loop)."""
-    return asyncio.run(arun_trial(domain, task, agent, user, **kwargs))
+    """Synchronous :func:`arun_trial` (for scripts and tests outside an event loop).
+
+    Every call in a thread runs on that thread's one event loop, made on its first call
+    and kept (closed when the thread ends, or at exit for the main thread), not on a new
+    loop a call as ``asyncio.run`` would: an agent may keep clients bound to the loop (an
+    ``httpx.AsyncClient``, an SDK's async client) from one call to the next, and a call
+    costs what its trial costs. Tasks an agent leaves running go on in the next call of
+    the same thread. A trial whose agent and user both run inline (they never await:
+    the reference agent, the scripted user) is driven straight through, as the plugin
+    drives it. Called from a thread whose event loop is running (inside ``async def``
+    code), it raises RuntimeError: ``await arun_trial(...)`` there instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "run_trial() cannot be called from a running event loop; await arun_trial(...) with the same arguments")
+    loop = _thread_loop()
+    coro = arun_trial(domain, task, agent, user, **kwargs)
+    if _DRIVE_INLINE and runs_inline(agent) and runs_inline(user) and kwargs.get("serve") is None:
+        return _drive(loop, coro)
+    return _run_on(loop, coro)
+
+
+class _ThreadLoop:
+    """A thread's event loop for :func:`run_trial`, closed as ``asyncio.run`` closes its
+    loop (tasks left running cancelled, async generators and the default executor shut
+    down) when the thread's state goes (the thread ended) or at exit."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+
+    def close(self) -> None:
+        loop = self.loop
+        if loop.is_closed() or loop.is_running():
+            return
+        try:
+            left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in left:
+                t.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter shutdown: nothing more to do
+            pass
+
+
+_LOOPS = threading.local()
+_MAIN_LOOP: list[_ThreadLoop] = []  # the main thread's, closed at exit
+# an inline trial driven without the loop's round trip: on Python 3.12 and later,
+# asyncio.timeout (which wait_for uses) needs a task, which such a drive has not
+_DRIVE_INLINE = sys.version_info < (3, 12)
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    held: _ThreadLoop | None = getattr(_LOOPS, "held", None)
+    if held is None or held.loop.is_closed():
+        held = _LOOPS.held = _ThreadLoop()
+        if threading.current_thread() is threading.main_thread():
+            if not _MAIN_LOOP:
+                atexit.register(_close_main_loop)
+            _MAIN_LOOP[:] = [held]
+    return held.loop
+
+
+def _close_main_loop() -> None:
+    for held in _MAIN_LOOP:
+        held.close()
+
+
+def _run_on(loop: asyncio.AbstractEventLoop, coro: Any) -> TrialResult:
+    """The trial run to its end on ``loop``; on Ctrl-C (or anything else that stops the
+    loop) its task is cancelled and unwound first, as ``asyncio.run`` does."""
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(coro)
+    try:
+        result: TrialResult = loop.run_until_complete(task)
+        return result
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            try:
+                loop.run_until_complete(task)
+            except BaseException:
+                pass
+        raise
+    finally:
+        asyncio.set_event_loop(None)
+
+
+def _drive(loop: asyncio.AbstractEventLoop, coro: Any) -> TrialResult:
+    """A trial whose agent and user run inline: its coroutine sent once with ``loop`` as
+    the running loop (what the trial schedules goes there); should it wait on something
+    after all (a fault's latency), it goes on on the loop from there."""
+    asyncio._set_running_loop(loop)
+    try:
+        yielded = coro.send(None)
+    except StopIteration as done:
+        result: TrialResult = done.value
+        return result
+    except BaseException:
+        coro.close()
+        raise
+    finally:
+        asyncio._set_running_loop(None)
+    return _run_on(loop, _go_on(coro, yielded))
+
+
+async def _go_on(coro: Any, yielded: Any) -> TrialResult:
+    """Drive ``coro``, suspended on the future ``yielded`` (or on a bare yield, None),
+    to its end as a task of the running loop would."""
+    while True:
+        try:
+            if yielded is None:
+                await asyncio.sleep(0)
+            else:
+                yielded._asyncio_future_blocking = False
+                await yielded  # done: the coroutine reads its result (or error) when resumed
+        except asyncio.CancelledError as e:
+            if not (yielded is not None and yielded.done()):  # this task cancelled: into the trial
+                try:
+                    yielded = coro.throw(e)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                continue
+        except BaseException:  # the future's own error, which the trial reads on resuming
+            pass
+        try:
+            yielded = coro.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- regrade

@@ -278,7 +278,8 @@ class World:
                     break
         if eq_field is None:
             # no clause (a handler listing a whole table): every row, without a test per row
-            out = list(self.rows(table)) if not where else [r for r in self.rows(table) if row_matches(r, where)]
+            every = st.rows.values() if not changed else self.rows(table)  # a table as seeded: its rows
+            out = list(every) if not where else [r for r in every if row_matches(r, where)]
             return out[:limit] if limit is not None else out
         # seed candidates from the index (in seed order), then every row this trial touched
         candidates = st.index(eq_field).get(eq_key, ())
