@@ -25,6 +25,9 @@ one), used in order:
 - :class:`Trickle` (send a byte now and then, for ever: the status line and headers,
   or a body that never ends).
 
+With ``keep_alive=True`` a server speaks HTTP/1.1 and keeps each connection open
+for the next request, as the real APIs do (a client's connection pool reuses it).
+
 Past the end of the script the server answers from its ``responder`` if it has one
 (a function of the request, for trials running at once), else 500 ``fake server:
 script exhausted``. :class:`Blackhole` is a port that accepts connections and never
@@ -176,10 +179,15 @@ class FakeServer:
 
     path = "/"
 
-    def __init__(self, script: Iterable[Step] = (), responder: Callable[[Request], Action] | None = None) -> None:
+    def __init__(self, script: Iterable[Step] = (), responder: Callable[[Request], Action] | None = None,
+                 *, keep_alive: bool = False) -> None:
         self.script: list[Step] = list(script)
+        # HTTP/1.1 with connections kept open between requests, as the real APIs do (a
+        # client's pool then reuses them: what breaks a client used from two event loops)
+        self.keep_alive = keep_alive
         self.responder = responder  # answers once the script is used up (for trials in flight at once)
         self.requests: list[Request] = []
+        self.connections = 0  # TCP connections accepted (fewer than requests with keep_alive)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
@@ -248,8 +256,21 @@ class FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if fake.keep_alive else "HTTP/1.0"
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._lock:
+                    fake.connections += 1
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (ConnectionResetError, BrokenPipeError):  # a kept connection the client dropped
+                    pass
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
