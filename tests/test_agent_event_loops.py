@@ -218,3 +218,42 @@ def test_docs_agents_md_shows_the_wiring_message_verbatim() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "agents.md").read_text(encoding="utf-8")
     assert f"harness wiring problem, not the agent's failure: {WIRING}\n" in docs
     assert "### Event loops\n" in docs
+
+
+WARMED_FIXTURE = '''
+import asyncio
+import os
+
+import anthropic
+import pytest
+
+
+@pytest.fixture(scope="session")
+def sandtable_agent():
+    client = anthropic.AsyncAnthropic(api_key="test-key", base_url=os.environ["FAKE_ANTHROPIC_URL"], max_retries=0)
+    warm_up = asyncio.new_event_loop()  # as an async fixture on pytest-asyncio's loop would
+    warm_up.run_until_complete(client.messages.create(
+        model="claude-test", max_tokens=8, messages=[{"role": "user", "content": "warm up"}]))
+
+    async def agent(turn):
+        message = await client.messages.create(model="claude-test", max_tokens=64, messages=turn.messages)
+        return message.content[0].text
+
+    yield agent
+    warm_up.close()
+'''
+
+
+def test_a_fixture_client_warmed_on_another_loop_errors_the_trial_with_the_fix(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (pytester.path / "shop.sandtable.yaml").write_text(LONG_CHAT, encoding="utf-8")
+    pytester.makeconftest(WARMED_FIXTURE)
+    with FakeAnthropic(responder=lambda r: claude_text("It ships on Monday."), keep_alive=True) as srv:
+        monkeypatch.setenv("FAKE_ANTHROPIC_URL", srv.base_url)
+        result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-k", "long-chat")
+    result.assert_outcomes(errors=1, deselected=2)
+    lines = result.stdout.lines
+    assert "long-chat trial 1 of 1 errored (seed 2272531136, ended by harness_error after 1 agent turn)" in lines
+    assert f"  errored: harness wiring problem, not the agent's failure: {WIRING}" in lines
+    assert f"  long-chat[1]: harness wiring problem, not the agent's failure: {WIRING}" in lines
