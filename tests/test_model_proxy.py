@@ -11,6 +11,7 @@ import asyncio
 import json
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -180,3 +181,48 @@ def test_a_url_of_no_trial_and_a_body_too_large_are_refused_in_the_targets_forma
     assert srv.requests == []  # neither reached the target
     with pytest.raises(KeyError, match="the model proxy has no target 'openai' \\(it has anthropic\\)"):
         live.base_url("openai")
+
+
+def test_recorded_through_the_proxy_then_replayed_with_the_model_server_stopped(tmp_path: Path) -> None:
+    from pytest_sandtable.adapters.recording import Settings
+
+    domain_file = tmp_path / "shop.sandtable.yaml"
+    cassettes = tmp_path / "cassettes"
+    script = [openai_text("Shipped.", usage=openai_usage(prompt=20, completion=8)),
+              openai_stream("It ships Monday.", usage=openai_usage(prompt=30, completion=6))]
+
+    def conversation(base_url: str) -> list[str]:
+        client = _openai(base_url)
+        first = client.chat.completions.create(model="gpt-test", messages=MESSAGES)
+        stream = client.chat.completions.create(model="gpt-test", messages=[*MESSAGES, {"role": "user",
+                                                "content": "When?"}], stream=True,
+                                                stream_options={"include_usage": True})
+        return [str(first.choices[0].message.content), "".join(c.choices[0].delta.content or "" for c in stream
+                                                               if c.choices)]
+
+    once = Settings("once", folder=cassettes)
+    with FakeOpenAI(script, keep_alive=True) as srv, ModelProxy({"openai": srv.base_url}) as proxy:
+        tape = once.open("shop", domain_file, "refund", 1)
+        recorded = proxy.open_trial("shop/refund/1", tape)
+        assert conversation(recorded.base_url("openai")) == ["Shipped.", "It ships Monday."]
+        tape.write(trial_errored=False)
+        target = srv.base_url
+    assert (tape.live, tape.replayed) == (2, 0)
+    # the model server is gone: every answer comes from the recording
+    replay = Settings("none", folder=cassettes)
+    with ModelProxy({"openai": target}) as proxy:
+        tape = replay.open("shop", domain_file, "refund", 1)
+        replayed = proxy.open_trial("shop/refund/1", tape)
+        assert conversation(replayed.base_url("openai")) == ["Shipped.", "It ships Monday."]
+        assert (tape.live, tape.replayed, tape.miss) == (0, 2, None)
+        assert replayed.usage.to_dict() == recorded.usage.to_dict() == {"gpt-test": {
+            "input": 50, "output": 14, "cache_read": 0, "cache_write": 0, "calls": 2}}
+        # a request the recording lacks: the adapters' own miss, never sent
+        with pytest.raises(openai.APIStatusError) as miss:
+            _openai(replayed.base_url("openai")).chat.completions.create(model="gpt-test", messages=[
+                {"role": "user", "content": "Something else"}])
+    assert miss.value.status_code == 412
+    assert tape.miss is not None and tape.miss.startswith(
+        "task 'refund' trial 1: no recording for this request in ")
+    assert tape.miss.endswith("(--sandtable-record=none; the recording of trial 1 has 2 model calls, this is call 3); "
+                              "record it again with --sandtable-record=all")

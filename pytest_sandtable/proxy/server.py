@@ -19,18 +19,22 @@ agent as well (the connection closed mid-answer), and counted as an error.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import threading
 import time
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..engine.api import Usage
 from .usage import Counted, StreamCounter, count_body
+
+if TYPE_CHECKING:
+    from ..adapters.recording import Tape
 
 HOST = "127.0.0.1"
 MAX_BODY = 32 * 1024 * 1024
@@ -52,10 +56,14 @@ class ProxiedTrial:
     seconds of each answered request; ``errors`` what went wrong on the way (a target
     that refused, an answer cut short)."""
 
-    def __init__(self, proxy: ModelProxy, trial_id: str, token: str) -> None:
+    def __init__(self, proxy: ModelProxy, trial_id: str, token: str, tape: Tape | None = None) -> None:
         self.proxy = proxy
         self.trial_id = trial_id
         self.token = token
+        # --sandtable-record's tape of this trial (adapters.recording): its requests replayed
+        # from the task's recording file, or sent and kept, as the adapters' are
+        self.tape = tape
+        self.tape_lock = threading.Lock()
         self.usage = Usage()
         self.latency: list[float] = []
         self.errors: list[str] = []
@@ -105,9 +113,10 @@ class ModelProxy:
         if not targets:
             raise ValueError("the model proxy needs at least one target")
         self.targets = {k: v.rstrip("/") for k, v in targets.items()}
+        self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._trials: dict[str, ProxiedTrial] = {}
         self._lock = threading.Lock()
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=connect_timeout), follow_redirects=False,
+        self._client = httpx.Client(timeout=self.timeout, follow_redirects=False,
                                     limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
         self._server = _Server((HOST, 0), _handler(self))
         self._thread: threading.Thread | None = None
@@ -139,10 +148,14 @@ class ModelProxy:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def open_trial(self, trial_id: str) -> ProxiedTrial:
-        """URLs of their own for the trial ``trial_id``, and its counts."""
+    def open_trial(self, trial_id: str, tape: Tape | None = None) -> ProxiedTrial:
+        """URLs of their own for the trial ``trial_id``, and its counts. With ``tape`` (a
+        trial's :class:`~pytest_sandtable.adapters.recording.Tape`), its requests are
+        replayed and recorded through it, as the adapters' are; a request the recording
+        lacks in a mode that only replays gets the tape's ``412`` and its message
+        (``tape.miss``). A recorded exchange is passed on whole (a stream too)."""
         token = secrets.token_urlsafe(16)
-        trial = ProxiedTrial(self, trial_id, token)
+        trial = ProxiedTrial(self, trial_id, token, tape)
         with self._lock:
             self._trials[token] = trial
         return trial
@@ -218,7 +231,11 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
             counted = Counted()
             try:
                 request = proxy._client.build_request(self.command, upstream, headers=headers, content=body)
-                response = proxy._client.send(request, stream=True)
+                if trial.tape is None:
+                    response = proxy._client.send(request, stream=True)
+                else:
+                    with trial.tape_lock:  # a tape takes one exchange at a time, in order
+                        response = asyncio.run(_taped(trial.tape, request, proxy.timeout))
             except httpx.TimeoutException:
                 trial._counted(counted, 0.0, f"{_where(upstream)} timed out")
                 self._send_error(kind, 504, f"{_where(upstream)} did not answer in time")
@@ -253,7 +270,9 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 counter = StreamCounter()
                 try:
-                    for chunk in response.iter_raw():
+                    # (a replayed or recorded answer is whole in memory already)
+                    chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
+                    for chunk in chunks:
                         counter.feed(chunk)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
@@ -274,6 +293,19 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 return "the agent closed the connection"
 
     return Handler
+
+
+async def _taped(tape: Tape, request: httpx.Request, timeout: httpx.Timeout) -> httpx.Response:
+    """The answer to ``request`` through the trial's tape: replayed, or sent and kept."""
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+
+        async def send() -> httpx.Response:
+            return await client.send(request)
+
+        def respond(status: int, headers: dict[str, str], raw: bytes) -> httpx.Response:
+            return httpx.Response(status, headers=headers, content=raw, request=request)
+
+        return await tape.exchange(request, send, respond)
 
 
 def _where(url: str) -> str:
