@@ -39,10 +39,11 @@ ACCEPT_RE = re.compile(r"\b(book it|works for us|deal|i'll take it)\b", re.I)
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
     """A tool call over MCP: (ok, the result's JSON value, or the error's message)."""
     result = await client.call_tool(tool, arguments)
-    value = json.loads(result.content[0].text) if result.content else None
-    if result.is_error:
-        return False, value.get("message") if isinstance(value, dict) else value
-    return True, value
+    text = getattr(result.content[0], "text", None) if result.content else None
+    if result.is_error:  # the error said once as text; its code and message as structured content
+        error = result.structured_content or {}
+        return False, error.get("message") or text
+    return True, json.loads(text) if text is not None else None
 
 
 class McpBookingAgent:

@@ -25,6 +25,9 @@ one), used in order:
 - :class:`Trickle` (send a byte now and then, for ever: the status line and headers,
   or a body that never ends).
 
+With ``keep_alive=True`` a server speaks HTTP/1.1 and keeps each connection open
+for the next request, as the real APIs do (a client's connection pool reuses it).
+
 Past the end of the script the server answers from its ``responder`` if it has one
 (a function of the request, for trials running at once), else 500 ``fake server:
 script exhausted``. :class:`Blackhole` is a port that accepts connections and never
@@ -110,6 +113,7 @@ class Cut:
     keep: int = 10
     status: int = 200
     reset: bool = False
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -176,15 +180,21 @@ class FakeServer:
 
     path = "/"
 
-    def __init__(self, script: Iterable[Step] = (), responder: Callable[[Request], Action] | None = None) -> None:
+    def __init__(self, script: Iterable[Step] = (), responder: Callable[[Request], Action] | None = None,
+                 *, keep_alive: bool = False) -> None:
         self.script: list[Step] = list(script)
+        # HTTP/1.1 with connections kept open between requests, as the real APIs do (a
+        # client's pool then reuses them: what breaks a client used from two event loops)
+        self.keep_alive = keep_alive
         self.responder = responder  # answers once the script is used up (for trials in flight at once)
         self.requests: list[Request] = []
+        self.connections = 0  # TCP connections accepted (fewer than requests with keep_alive)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
+        self._server.socket.listen(128)  # a proxy's 32 trials in flight connect at once (the default backlog: 5)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="fake-server", daemon=True)
 
@@ -248,8 +258,21 @@ class FakeServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if fake.keep_alive else "HTTP/1.0"
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with fake._lock:
+                    fake.connections += 1
+
+            def handle(self) -> None:
+                try:
+                    super().handle()
+                except (ConnectionResetError, BrokenPipeError):  # a kept connection the client dropped
+                    pass
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
@@ -306,7 +329,7 @@ class FakeServer:
                 self.close_connection = True
                 try:
                     self.send_response(action.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", action.content_type)
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data[: action.keep])
@@ -385,6 +408,36 @@ def claude_tools(*calls: tuple[str, str, dict[str, Any]], text: str = "",
     return claude_message(blocks, stop_reason, usage)
 
 
+def sse(*events: tuple[str | None, Any]) -> bytes:
+    """A server-sent events body: ``(event name or None, data)`` each, data as JSON unless a str."""
+    out = []
+    for name, data in events:
+        text = data if isinstance(data, str) else json.dumps(data)
+        out.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+    return "".join(out).encode()
+
+
+def claude_stream(text: str, usage: Any = DEFAULT, model: str = "claude-test") -> RawBody:
+    """A streamed Messages answer of one text block, as the API sends it: ``message_start``
+    with the input side of ``usage``, deltas, ``message_delta`` with the output tokens."""
+    u = claude_usage() if usage is DEFAULT else usage
+    n = next(_msg_ids)
+    start = {"id": f"msg_fake{n:04d}", "type": "message", "role": "assistant", "model": model, "content": [],
+             "stop_reason": None, "stop_sequence": None, "usage": {**u, "output_tokens": 1}}
+    half = len(text) // 2
+    body = sse(("message_start", {"type": "message_start", "message": start}),
+               ("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text", "text": ""}}),
+               *(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                          "delta": {"type": "text_delta", "text": part}})
+                 for part in (text[:half], text[half:])),
+               ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+               ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                  "usage": {"output_tokens": u["output_tokens"]}}),
+               ("message_stop", {"type": "message_stop"}))
+    return RawBody(body, content_type="text/event-stream", headers={"request-id": f"req_fake{n:04d}"})
+
+
 def claude_thinking(thinking: str, signature: str = "sig-fake") -> dict[str, Any]:
     return {"type": "thinking", "thinking": thinking, "signature": signature}
 
@@ -459,6 +512,22 @@ def openai_function_call(name: str, arguments: dict[str, Any], usage: Any = DEFA
     return openai_message({"role": "assistant", "content": None,
                            "function_call": {"name": name, "arguments": json.dumps(arguments)}},
                           "function_call", usage)
+
+
+def openai_stream(text: str, usage: Any = DEFAULT, model: str = "gpt-test") -> RawBody:
+    """A streamed chat completion, as the API sends it: chunks of ``text``, then the finish,
+    then (as with ``stream_options.include_usage``) a last chunk with ``usage``, then ``[DONE]``;
+    ``usage=None`` leaves the usage chunk out."""
+    n = next(_msg_ids)
+    head = {"id": f"chatcmpl-fake{n:04d}", "object": "chat.completion.chunk", "created": 1_790_000_000, "model": model}
+    half = len(text) // 2
+    chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    chunks += [{**head, "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
+               for part in (text[:half], text[half:])]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        chunks.append({**head, "choices": [], "usage": openai_usage() if usage is DEFAULT else usage})
+    return RawBody(sse(*((None, c) for c in chunks), (None, "[DONE]")), content_type="text/event-stream")
 
 
 def openai_error(status: int, message: str, etype: str = "server_error",

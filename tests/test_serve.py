@@ -330,8 +330,8 @@ def test_serve_options_are_checked(project: pytest.Pytester, args: list[str], me
 
 
 def test_without_the_serve_extra_one_line_names_it(project: pytest.Pytester) -> None:
-    # the extra "uninstalled" in the child process only: import machinery finds no mcp there
-    project.makeconftest("import sys\nsys.modules['mcp'] = None\n")
+    # the extra "uninstalled" in the child process only: import machinery finds no starlette there
+    project.makeconftest("import sys\nsys.modules['starlette'] = None\n")
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "--sandtable-serve")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ERROR: --sandtable-serve needs the 'serve' extra: pip install 'pytest-sandtable[serve]'" in result.errlines

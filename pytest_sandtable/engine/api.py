@@ -33,12 +33,96 @@ class ToolSpec:
         """The tool in the Anthropic Messages API's `tools` format."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
-    def openai(self) -> dict[str, Any]:
-        """The tool in the OpenAI chat-completions `tools` format."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
-        }
+    def openai(self, strict: bool = False) -> dict[str, Any]:
+        """The tool in the OpenAI chat-completions `tools` format. With ``strict``, in the
+        form OpenAI's strict mode (structured outputs) takes, ``"strict": true`` and
+        :meth:`strict_input_schema`; a tool that form cannot say (see there) stays as it
+        is, with ``"strict": false``."""
+        function: dict[str, Any] = {"name": self.name, "description": self.description,
+                                    "parameters": self.input_schema}
+        if strict:
+            schema = strict_schema(self.input_schema)
+            function["strict"] = schema is not None
+            if schema is not None:
+                function["parameters"] = schema
+        return {"type": "function", "function": function}
+
+    @property
+    def strict_ok(self) -> bool:
+        """Whether OpenAI's strict mode can say this tool's arguments (see
+        :meth:`strict_input_schema`)."""
+        return strict_schema(self.input_schema) is not None
+
+    def strict_input_schema(self) -> dict[str, Any]:
+        """The arguments' JSON Schema as OpenAI's strict mode takes it (the OpenAI Agents
+        SDK's default, ``strict_json_schema=True``): every property required, an optional
+        one nullable (null is what the engine reads as leaving it out, so its default
+        applies), ``additionalProperties: false`` on every object, ``default`` said in the
+        description instead. ValueError for a tool strict mode cannot say: an object
+        argument without ``properties`` (any keys) or an array without ``items``."""
+        schema = strict_schema(self.input_schema)
+        if schema is None:
+            raise ValueError(f"tool {self.name!r}: OpenAI's strict mode cannot say its arguments (an object "
+                             f"without properties or an array without items); use input_schema, not strict")
+        return schema
+
+
+TOOL_DIALECTS = ("anthropic", "openai", "openai-strict")
+"""The forms :meth:`Turn.tool_schemas` gives the tools in."""
+
+
+def tool_schemas(tools: list[ToolSpec], dialect: str = "anthropic") -> list[dict[str, Any]]:
+    """The tools in one of :data:`TOOL_DIALECTS`: ``anthropic`` (name, description and
+    plain JSON Schema as ``input_schema``: also MCP's and the served ``GET /tools``
+    shape), ``openai`` (chat-completions ``tools``), ``openai-strict`` (the same for
+    OpenAI's strict mode, see :meth:`ToolSpec.strict_input_schema`)."""
+    if dialect == "anthropic":
+        return [t.anthropic() for t in tools]
+    if dialect in ("openai", "openai-strict"):
+        strict = dialect == "openai-strict"
+        return [t.openai(strict=strict) for t in tools]
+    raise ValueError(f"unknown tool schema dialect {dialect!r}; expected one of {', '.join(TOOL_DIALECTS)}")
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """``schema`` (an object's) in OpenAI's strict form (see
+    :meth:`ToolSpec.strict_input_schema`), or None when that form cannot say it."""
+    return _strict(schema, optional=False)
+
+
+def _strict(schema: dict[str, Any], optional: bool) -> dict[str, Any] | None:
+    out = {k: v for k, v in schema.items() if k not in ("default", "required", "properties", "items")}
+    t = schema.get("type")
+    if t == "object":
+        props = schema.get("properties")
+        if not isinstance(props, dict):  # any keys: strict mode has no way to say so
+            return None
+        required = set(schema.get("required") or ())
+        strict_props: dict[str, Any] = {}
+        for name, sub in props.items():
+            made = _strict(sub, optional=name not in required) if isinstance(sub, dict) else None
+            if made is None:
+                return None
+            strict_props[name] = made
+        out["properties"] = strict_props
+        out["required"] = list(props)
+        out["additionalProperties"] = False
+    elif t == "array":
+        items = schema.get("items")
+        made_items = _strict(items, optional=False) if isinstance(items, dict) else None
+        if made_items is None:
+            return None
+        out["items"] = made_items
+    if optional:
+        if isinstance(t, str) and t != "null":
+            out["type"] = [t, "null"]
+        if isinstance(out.get("enum"), list) and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+        said = (f"optional: null for the default, {json.dumps(schema['default'], ensure_ascii=False)}"
+                if "default" in schema else "optional: null leaves it out")
+        described = schema.get("description")
+        out["description"] = f"{described} ({said})" if described else said[0].upper() + said[1:]
+    return out
 
 
 @dataclass(frozen=True, init=False)
@@ -197,6 +281,12 @@ class Turn:
         if self._wait is not None:
             await self._wait()
         return result
+
+    def tool_schemas(self, dialect: str = "anthropic") -> list[dict[str, Any]]:
+        """This turn's tools in the form a model API or framework takes: ``anthropic``,
+        ``openai`` or ``openai-strict`` (see :func:`tool_schemas`). ``turn.tools`` holds
+        them as plain JSON Schema."""
+        return tool_schemas(self.tools, dialect)
 
     @property
     def last_user_message(self) -> str:

@@ -2,7 +2,12 @@
 
 Async ones run on the trial's event loop, in a task of their own; sync ones in a
 daemon thread, so that a hung one times out and the run goes on; those that say they
-never block (see :func:`~.api.runs_inline`) run inline. Whatever they raise reaches
+never block (see :func:`~.api.runs_inline`) run inline. The daemon threads are kept
+and reused, each with one event loop of its own set as its current loop for the whole
+run (see :class:`_AgentThread`): a sync agent's asyncio client, made at import or in a
+session fixture and used through ``asyncio.get_event_loop()``, keeps working turn after
+turn. An asyncio client used on a loop other than its own is reported as a harness
+wiring problem (:class:`CrossLoopError`), not as the agent's failure. Whatever they raise reaches
 the trial as an ordinary exception (see :func:`_carried`), never as a cancellation
 or an exit of the trial itself; :func:`agent_traceback` keeps only the agent's own
 frames of a traceback.
@@ -15,10 +20,12 @@ import contextlib
 import contextvars
 import inspect
 import os
+import queue
 import threading
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from .api import UserReply, runs_inline
 
@@ -71,6 +78,49 @@ class _AgentExit(Exception):
         self.exc = exc
 
 
+# what asyncio (and anyio, httpx, the SDKs over them) say when an object made on one event
+# loop is used on another, or after its loop was closed
+_CROSS_LOOP = ("is bound to a different event loop", "attached to a different loop", "Event loop is closed")
+
+
+class CrossLoopError(Exception):
+    """An agent's or user's asyncio client used on an event loop other than the one it was
+    made on (a ``RuntimeError`` of asyncio's, possibly wrapped by the client library):
+    a harness wiring problem, not the agent's failure. The trial is errored with this
+    text, which says how to fix it."""
+
+    def __init__(self, found: str) -> None:
+        super().__init__(
+            f"an asyncio client was made on another event loop than the one it is used on "
+            f"(RuntimeError: ... {found}). Make the client on the loop that calls it: once per "
+            f"trial, kept in turn.state, or at import for a sync agent that reaches its thread's "
+            f"loop with asyncio.get_event_loop() (each agent thread keeps one event loop for the "
+            f"whole run; asyncio.run() makes a new one every call). An async agent runs on the "
+            f"run's loop: not a client warmed up in an async fixture on pytest-asyncio's loop "
+            f"(docs/agents.md, \"Event loops\")"
+        )
+        self.found = found
+
+
+def cross_loop(e: BaseException) -> str | None:
+    """Which of asyncio's cross-loop messages ``e`` (or an exception it was raised from,
+    as an SDK's connection error carries it) says, or None."""
+    seen: BaseException | None = e
+    for _ in range(8):  # a chain is short; a cycle of causes is not followed for ever
+        if seen is None:
+            return None
+        if isinstance(seen, RuntimeError):
+            try:
+                message = str(seen)
+            except Exception:
+                message = ""
+            for found in _CROSS_LOOP:
+                if found in message:
+                    return found
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _carried(e: BaseException) -> BaseException:
     """What an agent's or user's exception reaches the trial as: itself when it is an
     ordinary exception (or the engine's own stop), else wrapped in :class:`_AgentExit`.
@@ -78,8 +128,12 @@ def _carried(e: BaseException) -> BaseException:
     KeyboardInterrupt tear down the event loop, a CancelledError would pass for the
     cancellation of the trial, and the others (GeneratorExit, an agent's own subclass)
     would escape ``arun_trial``; and StopIteration, which a future refuses to hold (the
-    trial would wait for its whole timeout)."""
+    trial would wait for its whole timeout). An asyncio client used across event loops
+    reaches it as a :class:`CrossLoopError`, the harness's problem rather than the agent's."""
     if isinstance(e, EngineStop) or (isinstance(e, Exception) and not isinstance(e, StopIteration)):
+        found = cross_loop(e) if isinstance(e, Exception) and not isinstance(e, CrossLoopError) else None
+        if found is not None:
+            return CrossLoopError(found)
         return e
     return _AgentExit(e)
 
@@ -231,25 +285,71 @@ def _consume(task: asyncio.Future[Any]) -> None:
 
 
 def _in_daemon_thread(fn: Any, arg: Any, answered: list[float] | None = None) -> asyncio.Future[Any]:
-    """Run a sync call in a daemon thread: a hung agent can be abandoned at its timeout
-    without holding the process open at exit (executor threads are joined at exit)."""
+    """Run a sync call in one of the kept agent threads (a daemon thread: a hung agent
+    can be abandoned at its timeout without holding the process open at exit, where an
+    executor's threads are joined)."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()
     ctx = contextvars.copy_context()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         try:
             outcome: tuple[Any, bool] = (ctx.run(fn, arg), True)
             if answered is not None:
                 answered.append(time.perf_counter())
         except BaseException as e:  # carried to the awaiting trial
             outcome = (_carried(e), False)
-        if not loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-                loop.call_soon_threadsafe(lambda: _settle(fut, outcome[0], ok=outcome[1]))
 
-    threading.Thread(target=work, name="sandtable-agent", daemon=True).start()
+        def deliver() -> None:
+            if not loop.is_closed():
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(lambda: _settle(fut, outcome[0], ok=outcome[1]))
+
+        return deliver
+
+    _AgentThread.take().jobs.put(work)
     return fut
+
+
+class _AgentThread:
+    """A daemon thread that runs sync agents' and users' calls one at a time, with an
+    event loop of its own that is its current loop (``asyncio.get_event_loop()``) on
+    every call, for the whole run: an asyncio client made at import or in a session
+    fixture and used with ``get_event_loop().run_until_complete`` (as ``Runner.run_sync``
+    of the OpenAI Agents SDK does) finds the loop its connections belong to on the next
+    turn. An idle thread is taken again before a new one starts, the one that finished
+    last first, so one trial at a time keeps to one thread and one loop; a thread whose
+    call hangs is left to it, and another takes the next call."""
+
+    _idle: ClassVar[list[_AgentThread]] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        threading.Thread(target=self._serve, name="sandtable-agent", daemon=True).start()
+
+    @classmethod
+    def take(cls) -> _AgentThread:
+        with cls._lock:
+            if cls._idle:
+                return cls._idle.pop()
+        return cls()
+
+    def _serve(self) -> None:
+        while True:
+            job = self.jobs.get()
+            loop = self.loop
+            if loop is None or loop.is_closed():  # (an agent may close it: then a new one)
+                loop = self.loop = asyncio.new_event_loop()
+            # set on every call: asyncio.run() in the agent unsets it when it returns
+            asyncio.set_event_loop(loop)
+            deliver = job()
+            # idle again before the answer is delivered: the trial's next call, which may
+            # follow at once, finds this thread (and its loop) rather than starting another
+            with self._lock:
+                self._idle.append(self)
+            deliver()
 
 
 class Deadline:

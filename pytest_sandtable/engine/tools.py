@@ -325,11 +325,16 @@ def _is_finite_number(v: Any) -> bool:
 
 def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
     """Coerce the values inside an object or array argument the way top-level ones are
-    ("2" for an integer property becomes 2); what does not coerce is left for validation."""
+    ("2" for an integer property becomes 2, null for an optional property is left out);
+    what does not coerce is left for validation."""
     t = schema.get("type")
     if t == "object" and isinstance(v, dict):
         props = schema.get("properties") or {}
-        return {k: _coerce_nested(x, props[k]) if k in props else x for k, x in v.items()}
+        # null for an optional property is leaving it out, as at the top (what an agent on
+        # OpenAI's strict mode sends for every optional property it does not mean)
+        required = schema.get("required") or ()
+        return {k: _coerce_nested(x, props[k]) if k in props else x for k, x in v.items()
+                if x is not None or k not in props or k in required}
     if t == "array" and isinstance(v, list):
         items = schema.get("items")
         return [_coerce_nested(x, items) for x in v] if isinstance(items, dict) else list(v)

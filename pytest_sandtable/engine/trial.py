@@ -35,6 +35,7 @@ from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_re
 from .grading import grade
 from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
+    CrossLoopError,
     Deadline,
     EngineStop,
     _AgentExit,
@@ -513,7 +514,10 @@ class _Dialogue:
 
     def _user_failed(self, e: Exception) -> None:
         """Error the trial for the simulated user's failure (none is the agent's)."""
-        self.error = f"simulated user failed: {exception_text(e)}"
+        if isinstance(e, CrossLoopError):
+            self.error = f"harness wiring problem, not the simulated user's failure: {e}"
+        else:
+            self.error = f"simulated user failed: {exception_text(e)}"
 
     def _user_turn(self) -> UserTurn:
         """What the user is given for its next message: the trial's one shared turn for the
@@ -623,6 +627,9 @@ class _Dialogue:
         if isinstance(e, _DomainBug):
             self.error = str(e)
             self.ended_by = "domain_error"
+        elif isinstance(e, CrossLoopError):  # errored: the harness's wiring, not the agent
+            self.error = f"harness wiring problem, not the agent's failure: {e}"
+            self.ended_by = "harness_error"
         else:
             self._agent_raised(e)
         return False

@@ -310,7 +310,7 @@ def _on_off(config: pytest.Config, name: str) -> bool:
     return value == "on"
 
 
-SERVE_EXTRA = ("mcp", "starlette", "uvicorn")  # what --sandtable-serve imports (the 'serve' extra)
+SERVE_EXTRA = ("starlette", "uvicorn")  # what --sandtable-serve imports (the 'serve' extra; MCP needs no mcp)
 
 
 def _serve(config: pytest.Config, concurrency: int) -> tuple[bool, int]:

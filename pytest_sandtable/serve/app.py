@@ -1,5 +1,6 @@
 """The ASGI app of one served trial: REST routes per tool, the OpenAPI document, and
-MCP over streamable HTTP at ``/mcp``, all under the trial's secret path prefix.
+MCP over streamable HTTP at ``/mcp`` (:mod:`.mcp_http`, on starlette: no ``mcp``
+package), all under the trial's secret path prefix.
 
 Both protocols hand every call to the same ``call`` function (the trial's
 ``served_call``), which runs synchronously: a call is never interrupted half-way (a
@@ -22,13 +23,13 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import mcp_types as mt
-from mcp.server.lowlevel import Server
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ..engine.api import ToolResult, ToolSpec
+from .mcp_http import McpEndpoint
 from .openapi import openapi_document
 
 ToolCall = Callable[[str, Any], ToolResult]
@@ -47,21 +48,22 @@ def build_app(tools: list[ToolSpec], call: ToolCall, title: str, base_url: str, 
     """The app serving ``tools`` through ``call``, with ``title`` naming it (the trial),
     reached at ``base_url`` (``http://127.0.0.1:<port><prefix>``): every route under
     ``prefix`` (``/t/<token>``), and only for requests to this server from no foreign origin."""
-    server = _mcp_server(tools, call, title)
+    from .. import __version__
+
+    mcp = McpEndpoint(tools, call, title, __version__, _read_body, _dumped)
     routes = [
         Route("/tools/{name:path}", _rest_call(tools, call), methods=["POST"]),
         Route("/tools", _tool_list(tools), methods=["GET"]),
         Route("/openapi.json", _openapi(tools, title, base_url), methods=["GET"]),
+        Route("/mcp", mcp.endpoint, methods=["POST", "GET", "DELETE"]),
     ]
-    app = server.streamable_http_app(custom_starlette_routes=routes, json_response=False,
-                                     max_request_body_size=MAX_BODY)
-    return _Guard(app, prefix, port)
+    return _Guard(Starlette(routes=routes), prefix, port)
 
 
 class _Guard:
     """In front of every route: the Host must be this server, the Origin absent or this
     server, and the path under the trial's secret prefix, which is taken off before the
-    routes see it. The lifespan (MCP's session manager) passes through."""
+    routes see it. The lifespan passes through."""
 
     def __init__(self, app: Any, prefix: str, port: int) -> None:
         self.app = app
@@ -192,28 +194,3 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _mcp_server(tools: list[ToolSpec], call: ToolCall, title: str) -> Server[Any]:
-    listed = [mt.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in tools]
-
-    async def list_tools(ctx: Any, params: mt.PaginatedRequestParams | None) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=listed)
-
-    async def call_tool(ctx: Any, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        arguments = params.arguments
-        result = call(params.name, arguments if arguments is not None else {})
-        if result.ok:
-            # the same JSON values as the text (a domain's dates and decimals as strings)
-            text = result.to_json()
-            if not _encodable(text):  # a lone surrogate: as its \u escape, as over REST
-                text = json.dumps(json.loads(text))
-            structured = json.loads(text) if isinstance(result.value, dict) else None
-            return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)],
-                                     structured_content=structured, is_error=False)
-        text = _dumped(error_body(result, tools))
-        return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=True)
-
-    return Server(f"sandtable {title}", on_list_tools=list_tools, on_call_tool=call_tool)
-
-

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from ..engine.api import ToolResult, ToolSpec
-from .app import build_app  # starlette and mcp load with this package, not in a trial's first second
+from .app import build_app  # starlette loads with this package, not in a trial's first second
 
 HOST = "127.0.0.1"
 _T = TypeVar("_T")

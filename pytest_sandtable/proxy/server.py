@@ -1,0 +1,315 @@
+"""The model proxy: a local endpoint on 127.0.0.1, OpenAI- and Anthropic-compatible,
+that forwards each request to a target base URL and counts, per trial, what passed.
+
+A trial gets URLs of its own, ``http://127.0.0.1:<port>/t/<token>/<kind>`` (``kind``
+one of the proxy's targets, e.g. ``openai`` and ``anthropic``), made new for it: the
+token attributes every request to its trial, whatever thread, process or event loop
+sends it, at any concurrency. The rest of the path and the query go to the target as
+they came (``/t/<token>/openai/chat/completions`` → ``<openai target>/chat/completions``).
+Headers pass as they are (the agent's API key included) but for the hop-by-hop ones
+and ``Accept-Encoding`` (the answer is read as it passes: asked for uncompressed).
+
+An answer is passed on as it arrives: a streamed one (``text/event-stream``) chunk by
+chunk, so the agent's stream stays a stream. Its tokens (:mod:`.usage`) and the time
+from the request to the answer's end are added to the trial's :class:`ProxiedTrial`.
+A target that refuses or times out gets ``502`` / ``504`` in the target's own error
+format, naming the target; a target that cuts its answer short is cut short to the
+agent as well (the connection closed mid-answer), and counted as an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ..engine.api import Usage
+from .usage import Counted, StreamCounter, count_body
+
+if TYPE_CHECKING:
+    from ..adapters.recording import Tape
+
+HOST = "127.0.0.1"
+MAX_BODY = 32 * 1024 * 1024
+"""The largest request body the proxy forwards, in bytes (32 MiB): a larger one gets ``413``."""
+
+# not forwarded either way (RFC 9110 hop-by-hop fields, and what the proxy sets itself)
+_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
+                  "host", "content-length", "accept-encoding", "content-encoding"})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # trials in flight connect at once: the default backlog of 5 resets them
+
+
+class ProxiedTrial:
+    """One trial's share of the proxy: its URLs, and what its requests used. ``usage``
+    is a :class:`~pytest_sandtable.Usage` (tokens per model, calls); ``latency`` the
+    seconds of each answered request; ``errors`` what went wrong on the way (a target
+    that refused, an answer cut short)."""
+
+    def __init__(self, proxy: ModelProxy, trial_id: str, token: str, tape: Tape | None = None) -> None:
+        self.proxy = proxy
+        self.trial_id = trial_id
+        self.token = token
+        # --sandtable-record's tape of this trial (adapters.recording): its requests replayed
+        # from the task's recording file, or sent and kept, as the adapters' are
+        self.tape = tape
+        self.tape_lock = threading.Lock()
+        self.usage = Usage()
+        self.latency: list[float] = []
+        self.errors: list[str] = []
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def base_url(self, kind: str) -> str:
+        """The base URL this trial's agent is given for the target ``kind``."""
+        if kind not in self.proxy.targets:
+            raise KeyError(f"the model proxy has no target {kind!r} (it has {', '.join(self.proxy.targets)})")
+        return f"{self.proxy.url}/t/{self.token}/{kind}"
+
+    def env(self) -> dict[str, str]:
+        """The environment variables the SDKs read, pointed at this trial's URLs:
+        ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` for the targets of those names."""
+        names = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+        return {names[k]: self.base_url(k) for k in self.proxy.targets if k in names}
+
+    def cost(self, prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float | None]:
+        """Estimated USD per model (the shipped price table unless ``prices``); None for a
+        model the table lacks (the reports show ``n/a``)."""
+        from ..report.prices import all_prices, estimate_cost
+
+        return estimate_cost(self.usage.to_dict(), prices if prices is not None else all_prices())
+
+    def close(self) -> None:
+        """The trial's URLs answer ``404`` from now on."""
+        self.proxy._forget(self.token)
+
+    def _counted(self, counted: Counted, seconds: float, error: str | None) -> None:
+        with self._lock:
+            self.requests += 1
+            if counted.tokens is not None:
+                self.usage.add(counted.model, *counted.tokens)
+            if error is None:
+                self.latency.append(round(seconds, 6))
+            else:
+                self.errors.append(error)
+
+
+class ModelProxy:
+    """The proxy: ``targets`` maps a kind (``openai``, ``anthropic``, any name) to the
+    base URL it forwards to. Use as a context manager, or :meth:`start` and :meth:`close`;
+    :meth:`open_trial` gives each trial its URLs and counts."""
+
+    def __init__(self, targets: Mapping[str, str], *, timeout: float = 600.0, connect_timeout: float = 10.0) -> None:
+        if not targets:
+            raise ValueError("the model proxy needs at least one target")
+        self.targets = {k: v.rstrip("/") for k, v in targets.items()}
+        self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._trials: dict[str, ProxiedTrial] = {}
+        self._lock = threading.Lock()
+        self._client = httpx.Client(timeout=self.timeout, follow_redirects=False,
+                                    limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        self._server = _Server((HOST, 0), _handler(self))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> ModelProxy:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="sandtable-model-proxy", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+        self._server.server_close()
+        self._client.close()
+
+    def __enter__(self) -> ModelProxy:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def open_trial(self, trial_id: str, tape: Tape | None = None) -> ProxiedTrial:
+        """URLs of their own for the trial ``trial_id``, and its counts. With ``tape`` (a
+        trial's :class:`~pytest_sandtable.adapters.recording.Tape`), its requests are
+        replayed and recorded through it, as the adapters' are; a request the recording
+        lacks in a mode that only replays gets the tape's ``412`` and its message
+        (``tape.miss``). A recorded exchange is passed on whole (a stream too)."""
+        token = secrets.token_urlsafe(16)
+        trial = ProxiedTrial(self, trial_id, token, tape)
+        with self._lock:
+            self._trials[token] = trial
+        return trial
+
+    def _forget(self, token: str) -> None:
+        with self._lock:
+            self._trials.pop(token, None)
+
+    def _route(self, target: str) -> tuple[ProxiedTrial | None, str, str]:
+        """The trial, the target kind and the upstream URL of a request's target
+        (``/t/<token>/<kind>/<rest>?<query>``); no trial for a path that names none open."""
+        path, _, query = target.partition("?")
+        parts = path.split("/", 4)  # "", "t", token, kind, rest
+        kind = parts[3] if len(parts) > 3 else ""
+        if len(parts) < 4 or parts[0] or parts[1] != "t" or kind not in self.targets:
+            return None, kind, ""
+        with self._lock:
+            trial = self._trials.get(parts[2])
+        rest = parts[4] if len(parts) > 4 else ""
+        upstream = self.targets[kind] + (f"/{rest}" if rest else "") + (f"?{query}" if query else "")
+        return trial, kind, upstream
+
+
+def error_body(kind: str, status: int, message: str) -> bytes:
+    """An error in the wire format of the target ``kind`` (Anthropic's for ``anthropic``,
+    else OpenAI's), so the agent's SDK raises its own error type with this message."""
+    if kind == "anthropic":
+        etype = {404: "not_found_error", 413: "request_too_large"}.get(status, "api_error")
+        body: dict[str, Any] = {"type": "error", "error": {"type": etype, "message": message}}
+    else:
+        body = {"error": {"message": message, "type": "proxy_error", "param": None, "code": None}}
+    return json.dumps(body).encode()
+
+
+def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the real APIs
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self._forward()
+
+        do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+
+        def _send_error(self, kind: str, status: int, message: str) -> None:
+            data = error_body(kind, status, f"sandtable model proxy: {message}")
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                self.close_connection = True
+
+        def _forward(self) -> None:
+            t0 = time.perf_counter()
+            trial, kind, upstream = proxy._route(self.path)
+            length = int(self.headers.get("content-length") or 0)
+            if length > MAX_BODY:
+                self.close_connection = True  # the body is not read: the connection cannot carry on
+                self._send_error(kind, 413, f"the request body is over {MAX_BODY:,} bytes")
+                return
+            body = self.rfile.read(length) if length else b""
+            if trial is None:
+                self._send_error(kind, 404, "no trial at this URL (its trial ended, or it is not a URL "
+                                            "the run handed out)")
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+            headers["accept-encoding"] = "identity"
+            counted = Counted()
+            try:
+                request = proxy._client.build_request(self.command, upstream, headers=headers, content=body)
+                if trial.tape is None:
+                    response = proxy._client.send(request, stream=True)
+                else:
+                    with trial.tape_lock:  # a tape takes one exchange at a time, in order
+                        response = asyncio.run(_taped(trial.tape, request, proxy.timeout))
+            except httpx.TimeoutException:
+                trial._counted(counted, 0.0, f"{_where(upstream)} timed out")
+                self._send_error(kind, 504, f"{_where(upstream)} did not answer in time")
+                return
+            except httpx.HTTPError as e:
+                trial._counted(counted, 0.0, f"{_where(upstream)} refused: {type(e).__name__}")
+                self._send_error(kind, 502, f"could not reach {_where(upstream)}: {type(e).__name__}: {e}")
+                return
+            try:
+                error = self._relay(response, counted)
+            finally:
+                response.close()
+            trial._counted(counted, time.perf_counter() - t0, error)
+
+        def _relay(self, response: httpx.Response, counted: Counted) -> str | None:
+            """Pass the answer on, counting it; what went wrong, or None."""
+            streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+            try:
+                self.send_response(response.status_code)
+                for k, v in response.headers.multi_items():
+                    if k.lower() not in _HOP:
+                        self.send_header(k, v)
+                if not streamed:
+                    data = response.read()
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    found = count_body(data)
+                    counted.model, counted.tokens = found.model, found.tokens
+                    return None
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                counter = StreamCounter()
+                try:
+                    # (a replayed or recorded answer is whole in memory already)
+                    chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
+                    for chunk in chunks:
+                        counter.feed(chunk)
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                except httpx.HTTPError as e:  # the target cut its answer: so is the agent's
+                    found = counter.finish()
+                    counted.model, counted.tokens = found.model, found.tokens
+                    self.close_connection = True
+                    return f"the answer was cut short: {type(e).__name__}"
+                self.wfile.write(b"0\r\n\r\n")
+                found = counter.finish()
+                counted.model, counted.tokens = found.model, found.tokens
+                return None
+            except httpx.HTTPError as e:  # cut before its body was whole
+                self.close_connection = True
+                return f"the answer was cut short: {type(e).__name__}"
+            except OSError:  # the agent went away
+                self.close_connection = True
+                return "the agent closed the connection"
+
+    return Handler
+
+
+async def _taped(tape: Tape, request: httpx.Request, timeout: httpx.Timeout) -> httpx.Response:
+    """The answer to ``request`` through the trial's tape: replayed, or sent and kept."""
+    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client:
+
+        async def send() -> httpx.Response:
+            return await client.send(request)
+
+        def respond(status: int, headers: dict[str, str], raw: bytes) -> httpx.Response:
+            return httpx.Response(status, headers=headers, content=raw, request=request)
+
+        return await tape.exchange(request, send, respond)
+
+
+def _where(url: str) -> str:
+    """The target's scheme, host and port, without a path or credentials."""
+    u = httpx.URL(url)
+    port = f":{u.port}" if u.port else ""
+    return f"{u.scheme}://{u.host}{port}"
