@@ -102,11 +102,15 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 # in this process (or the xdist controller checked the specs). Until then they import nothing.
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if RUN_STATE in config.stash and not is_xdist_worker(config):
         from .session import run_state
 
-        run_state(config).check_defaults(items)
+        st = run_state(config)
+        st.check_defaults(items)
+        if st.needs is not None:  # --sandtable-adaptive: trials in rounds; budgets
+            st.needs.arrange(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

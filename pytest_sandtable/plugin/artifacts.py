@@ -370,6 +370,12 @@ class Recorder:
             terminalreporter.section("sandtable")
             for line in render_terminal(report.results["summary"], all_tasks=self.run.all_tasks):
                 terminalreporter.write_line(line)
+            if "adaptive" in report.results:
+                from ..report.adaptive import terminal_lines
+
+                terminalreporter.write_line("")
+                for line in terminal_lines(report.results["adaptive"]):
+                    terminalreporter.write_line(line)
             if report.coverage:
                 terminalreporter.write_line("")
             for line in report.coverage:
@@ -390,8 +396,36 @@ class Recorder:
                                  prices=run.prices)
         trials = _name_unknown_sides(self.spool.trials(), run)
         self.spool.rename_sides(trials)
-        return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
-                             floors=run.floors, prices=run.prices)
+        results = build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
+                                floors=run.floors, prices=run.prices)
+        if run.adaptive is not None:
+            self._adaptive(results, trials)
+        return results
+
+    def _adaptive(self, results: Results, trials: list[TrialResult]) -> None:
+        """--sandtable-adaptive: results.json's ``adaptive`` section, from the design and the
+        recorded trials (``report.adaptive``), and the summary's task intervals made the
+        anytime-valid ones."""
+        from ..report.adaptive import adaptive_section, honest_intervals
+
+        run = self.run
+        a = run.adaptive
+        assert a is not None  # only then
+        tasks: list[tuple[str, str]] = []
+        stopped = None
+        if RUN_STATE in self.config.stash:
+            from .session import run_state
+
+            needs = run_state(self.config).needs
+            if needs is not None:
+                tasks, stopped = needs.collected_names(), needs.stopped
+        section = adaptive_section(
+            {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
+             "max_trials": a.max_trials, "max_cost": run.max_cost},
+            trials, tasks=tasks, stopped=stopped)
+        honest_intervals(results["summary"], section)
+        honest_intervals({"tasks": results["tasks"]}, section)
+        results["adaptive"] = section
 
     def _against_baseline(self, results: Results) -> list[str]:
         """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows.
