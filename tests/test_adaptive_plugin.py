@@ -5,6 +5,7 @@ at any --sandtable-concurrency, and what the terminal and results.json say."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,9 @@ def _verdicts(doc: dict) -> list[tuple[str, str, int, int, int | None]]:
      "--sandtable-adaptive: alpha must be between 0 and 0.5 (exclusive), not 0.5"),
     (["--sandtable-adaptive", "--sandtable-beta=often"], "--sandtable-beta: expected a number, got 'often'"),
     (["--sandtable-adaptive", "--sandtable-max-trials=0"], "--sandtable-max-trials: expected at least 1, got 0"),
+    (["-p", "xdist", "-n", "2", "--sandtable-adaptive"],
+     "--sandtable-adaptive does not run under pytest-xdist (-n) yet: each worker would decide on its own share of "
+     "a task's trials; use --sandtable-concurrency N in one process for trials in flight"),
     (["--sandtable-max-cost=lots"], "--sandtable-max-cost: expected an amount in USD such as 5 or 2.50, got 'lots'"),
     (["--sandtable-max-cost=0"], "--sandtable-max-cost: expected an amount above 0, got '0'"),
 ])
@@ -199,3 +203,27 @@ def test_the_cost_budget_stops_a_fixed_k_run_too(project: pytest.Pytester) -> No
     result.stdout.fnmatch_lines([f"SKIPPED [1] sandtable.yaml:14: {spent}", f"SKIPPED [4] sandtable.yaml:17: {spent}",
                                  f"SKIPPED [4] sandtable.yaml:20: {spent}", f"SKIPPED [4] sandtable.yaml:23: {spent}"])
     assert "adaptive" not in _results(project)
+
+
+def test_compare_and_regrade_read_an_adaptive_run(project: pytest.Pytester) -> None:
+    project.runpytest("--sandtable-adaptive", "--sandtable-k=16", "--sandtable-agent=planted:agent",
+                      "--sandtable-out=out", "-p", "no:randomly", "-k", "good or bad")
+    first = _results(project)
+    assert _verdicts(first) == [("bad", "unreliable", 2, 0, 2), ("good", "reliable", 16, 16, 16)]
+    # the domain edited so that good's trials now fail: regraded, it settles unreliable at
+    # its second trial, the 14 after it uncounted
+    text = project.path.joinpath("sandtable.yaml").read_text(encoding="utf-8")
+    project.path.joinpath("edited.sandtable.yaml").write_text(
+        text.replace("  - id: good\n    user: { opening: \"Read note n-1 please.\", script: [\"Thanks.\"] }\n"
+                     "    expect: { called: [read_note] }",
+                     "  - id: good\n    user: { opening: \"Read note n-1 please.\", script: [\"Thanks.\"] }\n"
+                     "    expect: { not_called: [read_note] }"), encoding="utf-8")
+    regraded = project.run(sys.executable, "-m", "pytest_sandtable", "regrade", "out", "edited.sandtable.yaml",
+                           "-o", "again")
+    assert regraded.ret == 1, regraded.stdout.str()
+    again = json.loads(project.path.joinpath("again", "results.json").read_text(encoding="utf-8"))
+    assert _verdicts(again) == [("bad", "unreliable", 2, 0, 2), ("good", "unreliable", 2, 0, 2)]
+    assert again["adaptive"]["tasks"][1]["uncounted"] == list(range(3, 17))
+    compared = project.run(sys.executable, "-m", "pytest_sandtable", "compare", "out", "again")
+    assert compared.ret == 0, compared.stderr.str()
+    compared.stdout.fnmatch_lines(["*good*"])
