@@ -100,9 +100,6 @@ def _verdicts(doc: dict) -> list[tuple[str, str, int, int, int | None]]:
      "--sandtable-adaptive: alpha must be between 0 and 0.5 (exclusive), not 0.5"),
     (["--sandtable-adaptive", "--sandtable-beta=often"], "--sandtable-beta: expected a number, got 'often'"),
     (["--sandtable-adaptive", "--sandtable-max-trials=0"], "--sandtable-max-trials: expected at least 1, got 0"),
-    (["-p", "xdist", "-n", "2", "--sandtable-adaptive"],
-     "--sandtable-adaptive does not run under pytest-xdist (-n) yet: each worker would decide on its own share of "
-     "a task's trials; use --sandtable-concurrency N in one process for trials in flight"),
     (["--sandtable-max-cost=lots"], "--sandtable-max-cost: expected an amount in USD such as 5 or 2.50, got 'lots'"),
     (["--sandtable-max-cost=0"], "--sandtable-max-cost: expected an amount above 0, got '0'"),
 ])
@@ -168,6 +165,23 @@ def test_verdicts_are_the_same_at_any_concurrency(project: pytest.Pytester) -> N
     for e in again["adaptive"]["tasks"]:
         assert all(t > e["stopped_at"] for t in e["uncounted"])
         assert e["trials"] == e["graded"] + len(e["uncounted"])
+
+
+def test_under_xdist_the_controller_decides_and_the_verdicts_are_the_same(project: pytest.Pytester) -> None:
+    project.runpytest_subprocess("--sandtable-adaptive", "--sandtable-agent=planted:agent", "--sandtable-out=out",
+                                 "-p", "no:randomly")
+    alone = _results(project)
+    result = project.runpytest_subprocess("--sandtable-adaptive", "--sandtable-agent=planted:slow",
+                                          "--sandtable-out=out", "-p", "no:randomly", "-p", "xdist", "-n", "2",
+                                          "--sandtable-concurrency=3", "-rs")
+    shared = _results(project)
+    assert _verdicts(shared) == _verdicts(alone)
+    # the workers skipped what the controller found settled; a trial already running then is uncounted
+    result.stdout.fnmatch_lines(["SKIPPED * not needed: task settled reliable after 16 graded trials"],
+                                consecutive=False)
+    for e in shared["adaptive"]["tasks"]:
+        assert all(t > e["stopped_at"] for t in e["uncounted"])
+    assert shared["adaptive"]["spent"] < shared["adaptive"]["fixed_k_trials"]
 
 
 def test_the_trial_budget_ends_the_run_with_what_was_decided(project: pytest.Pytester) -> None:

@@ -49,8 +49,12 @@ _CONFIGS: list[pytest.Config] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sandtable: a trial of a sandtable.yaml task")
-    RunConfig.load(config)  # a bad option value is a usage error before anything runs
+    run = RunConfig.load(config)  # a bad option value is a usage error before anything runs
     _CONFIGS.append(config)
+    if (run.adaptive is not None or run.max_cost is not None) and is_xdist_controller(config):
+        from .adaptive import DECIDER, Decider  # the controller decides which trials are still needed
+
+        config.pluginmanager.register(Decider(config), DECIDER)
     from .artifacts import Recorder
 
     config.pluginmanager.register(Recorder(config), "sandtable-recorder")

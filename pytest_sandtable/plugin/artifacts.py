@@ -101,6 +101,8 @@ class Recorder:
         self._alike: Alike | None = None
         self._last_keywords: Any = None  # of this process's last trial report (see _keywords_once)
         self._sigterm = _stop_on_sigterm()  # the handler it replaced, put back at unconfigure
+        # on the xdist controller of an adaptive run or one with a budget: what decides (plugin.adaptive)
+        self.decider: Any = config.pluginmanager.get_plugin("sandtable-decider")
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -249,6 +251,8 @@ class Recorder:
                     self.foreign_failures += 1
             elif final:
                 self._spool().add_stored(data)
+                if self.decider is not None:  # the xdist controller decides which trials are still needed
+                    self.decider.needs.ended_stored(data)
         if "sandtable" in report.keywords:  # a trial item's report (its marker)
             self._hold_once(vars(report))
 
@@ -413,12 +417,13 @@ class Recorder:
         assert a is not None  # only then
         tasks: list[tuple[str, str]] = []
         stopped = None
-        if RUN_STATE in self.config.stash:
+        needs = self.decider.needs if self.decider is not None else None
+        if needs is None and RUN_STATE in self.config.stash:
             from .session import run_state
 
             needs = run_state(self.config).needs
-            if needs is not None:
-                tasks, stopped = needs.collected_names(), needs.stopped
+        if needs is not None:
+            tasks, stopped = needs.collected_names(), needs.stopped
         section = adaptive_section(
             {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
              "max_trials": a.max_trials, "max_cost": run.max_cost},

@@ -314,10 +314,6 @@ def _adaptive(config: pytest.Config) -> Adaptive | None:
             raise pytest.UsageError(f"--sandtable-{given[0]} needs --sandtable-adaptive: it is a parameter of the "
                                     f"sequential test that decides when a task has had enough trials")
         return None
-    if is_xdist_worker(config) or is_xdist_controller(config):
-        raise pytest.UsageError("--sandtable-adaptive does not run under pytest-xdist (-n) yet: each worker would "
-                                "decide on its own share of a task's trials; use --sandtable-concurrency N in one "
-                                "process for trials in flight")
     raw_k = config.getoption("--sandtable-k")
     if raw_k is None and str(config.getini("sandtable_k")).strip() != "1":  # an ini file's sandtable_k
         raw_k = config.getini("sandtable_k")

@@ -39,6 +39,10 @@ def run_state(config: pytest.Config) -> RunState:
     if not isinstance(st, RunState):
         st = RunState(RunConfig.of(config), config.rootpath, spec_folders(config))
         st.run_id = run_id(config)
+        if st.run.adaptive is not None or st.run.max_cost is not None:
+            from .adaptive import worker_needs
+
+            st.needs = worker_needs(config, st.run)
         config.stash[RUN_STATE] = st
     return st
 
@@ -92,11 +96,7 @@ class RunState:
         self._started: dict[tuple[str, str, int], int] = {}
         self.bad_spec = False  # --sandtable-agent or --sandtable-user named nothing usable: the run stops
         # which trials the run still needs: with --sandtable-adaptive or a budget (plugin.adaptive)
-        self.needs: Needs | None = None
-        if run.adaptive is not None or run.max_cost is not None:
-            from .adaptive import Needs
-
-            self.needs = Needs(run)
+        self.needs: Needs | None = None  # made by run_state
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
