@@ -197,7 +197,8 @@ def test_the_trial_budget_ends_the_run_with_what_was_decided(project: pytest.Pyt
         "spent 10 trials where k=32 would take 128 (12.8x fewer); 3 tasks left open (the trial budget ran out)",
     ])
     budget = "not run: the run's budget of 10 trials is spent (--sandtable-max-trials)"
-    result.stdout.fnmatch_lines([
+    skipped = [line for line in result.outlines if line.startswith("SKIPPED ")]
+    assert sorted(skipped) == sorted([
         "SKIPPED [30] sandtable.yaml:17: not needed: task settled unreliable after 2 graded trials",
         f"SKIPPED [30] sandtable.yaml:23: {budget}",
         f"SKIPPED [29] sandtable.yaml:14: {budget}",
@@ -206,6 +207,17 @@ def test_the_trial_budget_ends_the_run_with_what_was_decided(project: pytest.Pyt
     doc = _results(project)
     assert doc["adaptive"]["stopped"] == "max_trials"
     assert doc["adaptive"]["counts"] == {"reliable": 0, "unreliable": 1, "inconclusive": 0, "open": 3}
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_within_a_round_the_task_nearest_a_boundary_goes_first(project: pytest.Pytester, concurrency: str) -> None:
+    # after three rounds flaky (pass, pass, fail) is nearer "unreliable" than good and steady
+    # (three passes each) are to either boundary: the 12th and last trial of the budget is its
+    project.runpytest_subprocess("--sandtable-adaptive", "--sandtable-agent=planted:agent", "--sandtable-out=out",
+                                 "--sandtable-max-trials=12", f"--sandtable-concurrency={concurrency}",
+                                 "-p", "no:randomly")
+    assert [(e["task"], e["graded"]) for e in _results(project)["adaptive"]["tasks"]] == [
+        ("bad", 2), ("flaky", 4), ("good", 3), ("steady", 3)]
 
 
 def test_the_cost_budget_stops_a_fixed_k_run_too(project: pytest.Pytester) -> None:

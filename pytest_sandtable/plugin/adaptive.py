@@ -84,6 +84,11 @@ class Needs:
         self._prices: Mapping[str, Mapping[str, float]] | None = None
         self._decisions = decisions
         self._told = _Told(told) if told is not None else None
+        # one process, adaptive: each round's slots in session.items, the last item of each
+        # (by id) and the order domain files came in (see reached)
+        self._rounds: list[list[int]] = []
+        self._last: dict[int, int] = {}
+        self._files: dict[str, int] = {}
 
     # -- at collection -------------------------------------------------------------
 
@@ -112,6 +117,48 @@ class Needs:
         rounds = sorted(range(len(trials)), key=lambda n: (trials[n].trial, n))
         for slot, n in zip(slots, rounds):
             items[slot] = trials[n]
+        if self._told is None:  # one process: each round in the order its open tasks need it
+            self._files = {}
+            for it in trials:
+                self._files.setdefault(task_key(it)[0], len(self._files))
+            by_round: dict[int, list[int]] = {}
+            for slot, n in zip(slots, rounds):
+                by_round.setdefault(trials[n].trial, []).append(slot)
+            self._rounds = [by_round[r] for r in sorted(by_round)]
+            self._last = {id(items[slots[-1]]): i for i, slots in enumerate(self._rounds)}
+
+    def reached(self, item: Any) -> None:
+        """pytest is done with ``item``'s trial (run, or skipped). After the last item of a
+        round (every outcome of the rounds so far known: items end in order), the next
+        round's items are reordered: the open tasks nearest a boundary first (the fewest
+        passed trials' steps from one, ``TaskSequence.distance``), settled ones last, each
+        domain file's trials kept together in the order the files came (pytest tears a
+        file down when its items are done). Outside xdist only: a worker keeps its
+        collection's order, which the controller's scheduler hands out by."""
+        r = self._last.get(id(item)) if self._last else None
+        if r is None or r + 1 >= len(self._rounds):
+            return
+        items = item.session.items
+        slots = self._rounds[r + 1]
+        if any(s >= len(items) or not getattr(items[s], "is_sandtable_trial", False) for s in slots):
+            return  # another plugin moved the items since: leave them be
+
+        def nearest(n: int) -> tuple[int, bool, float, int]:
+            key = task_key(items[slots[n]])
+            seq = self.tasks[key].seq
+            if seq is None or seq.verdict is not None:
+                return (self._files.get(key[0], 0), True, 0.0, n)
+            return (self._files.get(key[0], 0), False, seq.distance(), n)
+
+        moved = [items[slots[n]] for n in sorted(range(len(slots)), key=nearest)]
+        for k in [k for k, v in self._last.items() if v == r + 1]:
+            del self._last[k]
+        for slot, it in zip(slots, moved):
+            items[slot] = it
+        self._last[id(items[slots[-1]])] = r + 1
+        from .pool import items_moved
+
+        items_moved()
 
     def collected_ids(self, ids: Iterable[str]) -> None:
         """The xdist controller's collection: the trials' node ids (``path::task[i-k]``)."""

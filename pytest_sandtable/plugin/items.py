@@ -247,6 +247,7 @@ class TrialItem(pytest.Function):
             if reason is None:
                 needs.hand_out(self)
             elif not st.started_early(self):  # never run, never failed: skipped, saying why
+                needs.reached(self)
                 raise _skipped(reason)
             # else its trial started before the task settled: it ends and is recorded, and
             # the report leaves it out of the task's verdict
@@ -272,6 +273,7 @@ class TrialItem(pytest.Function):
         errored = result.verdict == ERRORED
         if needs is not None:
             needs.ended(self, result)
+            needs.reached(self)
         trial_ended(self, "setup" if errored else "call", result)
         if errored:
             raise TrialErrored(result)
