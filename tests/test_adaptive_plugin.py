@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sandtable.sequential.design import Design, DesignError
+
 pytest_plugins = ["pytester"]
 
 TASK = """\
@@ -92,19 +94,22 @@ def _verdicts(doc: dict) -> list[tuple[str, str, int, int, int | None]]:
     (["--sandtable-adaptive", "--sandtable-k=1"],
      "--sandtable-adaptive: --sandtable-k is the most trials a task may get, and one trial settles nothing; give "
      "--sandtable-k=N with N of at least 2, or leave it out for 32"),
-    (["--sandtable-adaptive", "--sandtable-k=8"],
-     "--sandtable-adaptive: certifying 0.8 at alpha = 0.05 needs at least 16 trials; the cap is 8"),
-    (["--sandtable-adaptive", "--sandtable-reliability=0.98"],
-     "--sandtable-adaptive: p0 (0.98) must be below p1 (0.97)"),
-    (["--sandtable-adaptive", "--sandtable-alpha=0.5"],
-     "--sandtable-adaptive: alpha must be between 0 and 0.5 (exclusive), not 0.5"),
+    # the design's own message (sequential.design words it), after the option's name
+    (["--sandtable-adaptive", "--sandtable-k=8"], Design(cap=8)),
+    (["--sandtable-adaptive", "--sandtable-reliability=0.98"], Design(p0=0.98)),
+    (["--sandtable-adaptive", "--sandtable-alpha=0.5"], Design(alpha=0.5)),
+    (["--sandtable-adaptive", "--sandtable-beta=0"], Design(beta=0.0)),
     (["--sandtable-adaptive", "--sandtable-beta=often"], "--sandtable-beta: expected a number, got 'often'"),
     (["--sandtable-adaptive", "--sandtable-max-trials=0"], "--sandtable-max-trials: expected at least 1, got 0"),
     (["--sandtable-max-cost=lots"], "--sandtable-max-cost: expected an amount in USD such as 5 or 2.50, got 'lots'"),
     (["--sandtable-max-cost=0"], "--sandtable-max-cost: expected an amount above 0, got '0'"),
 ])
 def test_a_bad_design_is_one_usage_error_before_any_trial(project: pytest.Pytester, args: list[str],
-                                                          message: str) -> None:
+                                                          message: str | Design) -> None:
+    if isinstance(message, Design):
+        with pytest.raises(DesignError) as raised:
+            message.check()
+        message = f"--sandtable-adaptive: {raised.value}"
     result = project.runpytest("--sandtable-agent=planted:agent", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
@@ -116,6 +121,8 @@ def test_each_task_stops_once_settled_and_its_other_items_are_skipped(project: p
                                           "--sandtable-out=out", "-rs", "-p", "no:randomly")
     # 16 + 2 + 6 + 32 trials ran of 4 x 32 items; the rest never ran
     result.assert_outcomes(passed=49, failed=7, skipped=72)
+    result.stdout.fnmatch_lines(["sandtable: adaptive, at most k=32 trials a task (p0=0.8, p1=0.97, alpha=0.05, "
+                                 "beta=0.05), run seed=0"])
     result.stdout.fnmatch_lines([
         "Adaptive trials: reliable means a pass rate of at least 0.8 (alpha 0.05), unreliable below 0.97 "
         "(beta 0.05); at most 32 trials a task",
@@ -228,6 +235,8 @@ def test_the_cost_budget_stops_a_fixed_k_run_too(project: pytest.Pytester) -> No
     spent = "not run: the run's cost budget of $2.50 is spent ($3.00 recorded; --sandtable-max-cost)"
     result.stdout.fnmatch_lines([f"SKIPPED [1] sandtable.yaml:14: {spent}", f"SKIPPED [4] sandtable.yaml:17: {spent}",
                                  f"SKIPPED [4] sandtable.yaml:20: {spent}", f"SKIPPED [4] sandtable.yaml:23: {spent}"])
+    result.stdout.fnmatch_lines(["sandtable: the cost budget of $2.50 is spent ($3.00 recorded; "
+                                 "--sandtable-max-cost): the trials after it were not run"])
     assert "adaptive" not in _results(project)
 
 

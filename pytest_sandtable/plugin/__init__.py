@@ -68,7 +68,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     collects nothing, so it names the options' agent and user here, and says what they
     are subject to."""
     run = RunConfig.of(config)
-    lines = [f"sandtable: k={run.k}, run seed={run.seed}"]
+    a = run.adaptive
+    lines = [f"sandtable: k={run.k}, run seed={run.seed}" if a is None else
+             f"sandtable: adaptive, at most k={a.cap} trials a task (p0={a.p0:g}, p1={a.p1:g}, alpha={a.alpha:g}, "
+             f"beta={a.beta:g}), run seed={run.seed}"]
     if is_xdist_controller(config):
         from ..engine.redact import public_spec
 

@@ -533,11 +533,31 @@ class Recorder:
             terminalreporter.write_line(report.write_error, red=True, bold=True)
         if self.collection_errors:
             terminalreporter.write_line(collection_errors_line(self._broken_domains()), red=True, bold=True)
+        budget = self._budget_line()
+        if budget:
+            terminalreporter.write_line(budget, yellow=True)
         for line in report.comparison:
             terminalreporter.write_line(line)
         for line in report.results["gate"]["lines"]:
             bad = line.startswith((PREFIX_FAILED, DETAIL_FAILED))
             terminalreporter.write_line(line, red=bad, green=not bad, bold=line.startswith(PREFIX_FAILED))
+
+    def _budget_line(self) -> str:
+        """A fixed-k run that --sandtable-max-cost stopped says so (an adaptive run's saving
+        line does)."""
+        if self.run.adaptive is not None or self.run.max_cost is None:
+            return ""
+        needs = self.decider.needs if self.decider is not None else None
+        if needs is None and RUN_STATE in self.config.stash:
+            from .session import run_state
+
+            needs = run_state(self.config).needs
+        if needs is None or needs.stopped != "max_cost":
+            return ""
+        from ..report.fmt import format_cost
+
+        return (f"sandtable: the cost budget of {format_cost(self.run.max_cost)} is spent ({format_cost(needs.cost)} "
+                f"recorded; --sandtable-max-cost): the trials after it were not run")
 
     def _shown(self, path: Path) -> str:
         try:
