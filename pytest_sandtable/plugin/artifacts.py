@@ -451,6 +451,10 @@ class Recorder:
         else:
             checks = regression_checks(cmp, base.max_drop)
             lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
+            if self.run.adaptive is not None:  # Fisher's test holds for a sample size fixed in advance
+                lines.append("sandtable: the comparison uses Fisher's exact test, whose false-regression rate holds "
+                             "only for a number of trials fixed in advance, not after adaptive stopping: read it "
+                             "as a hint (docs/adaptive.md)")
         if base.fail_on_regression and self.spool is not None:
             run = self.run
             outcome = evaluate(results["summary"], run.fail_under, run.floors, self.spool.ordered()[0],
