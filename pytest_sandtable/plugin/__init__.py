@@ -49,8 +49,12 @@ _CONFIGS: list[pytest.Config] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sandtable: a trial of a sandtable.yaml task")
-    RunConfig.load(config)  # a bad option value is a usage error before anything runs
+    run = RunConfig.load(config)  # a bad option value is a usage error before anything runs
     _CONFIGS.append(config)
+    if (run.adaptive is not None or run.max_cost is not None) and is_xdist_controller(config):
+        from .adaptive import DECIDER, Decider  # the controller decides which trials are still needed
+
+        config.pluginmanager.register(Decider(config), DECIDER)
     from .artifacts import Recorder
 
     config.pluginmanager.register(Recorder(config), "sandtable-recorder")
@@ -64,7 +68,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     collects nothing, so it names the options' agent and user here, and says what they
     are subject to."""
     run = RunConfig.of(config)
-    lines = [f"sandtable: k={run.k}, run seed={run.seed}"]
+    a = run.adaptive
+    lines = [f"sandtable: k={run.k}, run seed={run.seed}" if a is None else
+             f"sandtable: adaptive, at most k={a.cap} trials a task (p0={a.p0:g}, p1={a.p1:g}, alpha={a.alpha:g}, "
+             f"beta={a.beta:g}), run seed={run.seed}"]
     if is_xdist_controller(config):
         from ..engine.redact import public_spec
 
@@ -102,11 +109,15 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 # in this process (or the xdist controller checked the specs). Until then they import nothing.
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if RUN_STATE in config.stash and not is_xdist_worker(config):
         from .session import run_state
 
-        run_state(config).check_defaults(items)
+        st = run_state(config)
+        st.check_defaults(items)
+        if st.needs is not None:  # --sandtable-adaptive: trials in rounds; budgets
+            st.needs.arrange(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

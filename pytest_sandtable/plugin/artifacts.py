@@ -104,6 +104,8 @@ class Recorder:
         self._alike: Alike | None = None
         self._last_keywords: Any = None  # of this process's last trial report (see _keywords_once)
         self._sigterm = _stop_on_sigterm()  # the handler it replaced, put back at unconfigure
+        # on the xdist controller of an adaptive run or one with a budget: what decides (plugin.adaptive)
+        self.decider: Any = config.pluginmanager.get_plugin("sandtable-decider")
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -252,6 +254,8 @@ class Recorder:
                     self.foreign_failures += 1
             elif final:
                 self._spool().add_stored(data)
+                if self.decider is not None:  # the xdist controller decides which trials are still needed
+                    self.decider.needs.ended_stored(data)
         if "sandtable" in report.keywords:  # a trial item's report (its marker)
             self._hold_once(vars(report))
 
@@ -376,6 +380,12 @@ class Recorder:
             terminalreporter.section("sandtable")
             for line in render_terminal(report.results["summary"], all_tasks=self.run.all_tasks):
                 terminalreporter.write_line(line)
+            if "adaptive" in report.results:
+                from ..report.adaptive import terminal_lines
+
+                terminalreporter.write_line("")
+                for line in terminal_lines(report.results["adaptive"]):
+                    terminalreporter.write_line(line)
             if report.coverage:
                 terminalreporter.write_line("")
             for line in report.coverage:
@@ -400,8 +410,37 @@ class Recorder:
                                  prices=run.prices)
         trials = _name_unknown_sides(self.spool.trials(), run)
         self.spool.rename_sides(trials)
-        return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
-                             floors=run.floors, prices=run.prices)
+        results = build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
+                                floors=run.floors, prices=run.prices)
+        if run.adaptive is not None:
+            self._adaptive(results, trials)
+        return results
+
+    def _adaptive(self, results: Results, trials: list[TrialResult]) -> None:
+        """--sandtable-adaptive: results.json's ``adaptive`` section, from the design and the
+        recorded trials (``report.adaptive``), and the summary's task intervals made the
+        anytime-valid ones."""
+        from ..report.adaptive import adaptive_section, honest_intervals
+
+        run = self.run
+        a = run.adaptive
+        assert a is not None  # only then
+        tasks: list[tuple[str, str]] = []
+        stopped = None
+        needs = self.decider.needs if self.decider is not None else None
+        if needs is None and RUN_STATE in self.config.stash:
+            from .session import run_state
+
+            needs = run_state(self.config).needs
+        if needs is not None:
+            tasks, stopped = needs.collected_names(), needs.stopped
+        section = adaptive_section(
+            {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
+             "max_trials": a.max_trials, "max_cost": run.max_cost},
+            trials, tasks=tasks, stopped=stopped)
+        honest_intervals(results["summary"], section)
+        honest_intervals({"tasks": results["tasks"]}, section)
+        results["adaptive"] = section
 
     def _against_baseline(self, results: Results) -> tuple[list[str], list[GateCheck] | None]:
         """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows,
@@ -422,6 +461,10 @@ class Recorder:
         else:
             checks = regression_checks(cmp, base.max_drop)
             lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
+            if self.run.adaptive is not None:  # Fisher's test holds for a sample size fixed in advance
+                lines.append("sandtable: the comparison uses Fisher's exact test, whose false-regression rate holds "
+                             "only for a number of trials fixed in advance, not after adaptive stopping: read it "
+                             "as a hint (docs/adaptive.md)")
         return lines, (checks if base.fail_on_regression else None)
 
     def _regate(self, results: Results, checks: list[GateCheck]) -> None:
@@ -551,11 +594,31 @@ class Recorder:
             terminalreporter.write_line(report.write_error, red=True, bold=True)
         if self.collection_errors:
             terminalreporter.write_line(collection_errors_line(self._broken_domains()), red=True, bold=True)
+        budget = self._budget_line()
+        if budget:
+            terminalreporter.write_line(budget, yellow=True)
         for line in report.comparison:
             terminalreporter.write_line(line)
         for line in report.results["gate"]["lines"]:
             bad = line.startswith((PREFIX_FAILED, DETAIL_FAILED))
             terminalreporter.write_line(line, red=bad, green=not bad, bold=line.startswith(PREFIX_FAILED))
+
+    def _budget_line(self) -> str:
+        """A fixed-k run that --sandtable-max-cost stopped says so (an adaptive run's saving
+        line does)."""
+        if self.run.adaptive is not None or self.run.max_cost is None:
+            return ""
+        needs = self.decider.needs if self.decider is not None else None
+        if needs is None and RUN_STATE in self.config.stash:
+            from .session import run_state
+
+            needs = run_state(self.config).needs
+        if needs is None or needs.stopped != "max_cost":
+            return ""
+        from ..report.fmt import format_cost
+
+        return (f"sandtable: the cost budget of {format_cost(self.run.max_cost)} is spent ({format_cost(needs.cost)} "
+                f"recorded; --sandtable-max-cost): the trials after it were not run")
 
     def _shown(self, path: Path) -> str:
         try:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-__all__ = ["REFERENCE_NOTICE", "RUN_STATE", "Baseline", "RunConfig", "add_options", "check_option_names",
+__all__ = ["REFERENCE_NOTICE", "RUN_STATE", "Adaptive", "Baseline", "RunConfig", "add_options", "check_option_names",
            "is_xdist_controller", "is_xdist_worker"]
 
 
@@ -106,6 +106,25 @@ def add_options(parser: pytest.Parser) -> None:
                          "(turns --sandtable-mutate on)")
     group.addoption("--sandtable-mutate-fail-on-weak", action="store_true", default=False,
                     help="fail the run when a task lets a must-be-caught mutant survive (turns --sandtable-mutate on)")
+    group.addoption("--sandtable-adaptive", action="store_true", default=False,
+                    help="adaptive trials: each task runs trials until its verdict (reliable, unreliable, "
+                         "inconclusive at the cap) is settled by a sequential test, then gets no more; "
+                         "--sandtable-k is the cap (default 32) (docs/adaptive.md)")
+    group.addoption("--sandtable-reliability", default=None, metavar="P0",
+                    help="with --sandtable-adaptive: the bar, 'reliable' means a pass rate of at least P0 "
+                         "(default 0.8)")
+    group.addoption("--sandtable-good-rate", default=None, metavar="P1",
+                    help="with --sandtable-adaptive: a good task's pass rate, above P0 (default 0.97)")
+    group.addoption("--sandtable-alpha", default=None, metavar="A",
+                    help="with --sandtable-adaptive: the chance of calling a task at P0 reliable (default 0.05)")
+    group.addoption("--sandtable-beta", default=None, metavar="B",
+                    help="with --sandtable-adaptive: the chance of calling a task at P1 unreliable (default 0.05)")
+    group.addoption("--sandtable-max-trials", default=None, metavar="N",
+                    help="with --sandtable-adaptive: the most trials the run hands out; the run then ends "
+                         "with what was decided")
+    group.addoption("--sandtable-max-cost", default=None, metavar="USD",
+                    help="start no more trials once the trials' recorded cost (from the usage the adapters "
+                         "record, at list prices) reaches USD; the run ends with what ran")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -201,6 +220,9 @@ class RunConfig:
     agent_named: bool = True
     # --sandtable-mutate (or either mutation gate): the run's tasks mutated at its end; None: off
     mutate: MutationGate | None = None
+    # --sandtable-adaptive and its design (k is then the cap); None: every task gets k trials
+    adaptive: Adaptive | None = None
+    max_cost: float | None = None  # --sandtable-max-cost, USD
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -218,6 +240,9 @@ class RunConfig:
     def _read(cls, config: pytest.Config) -> RunConfig:
         # checked in this order, so that of two bad values the same one is reported first
         k = _number(config, "k", int, 1, maximum=MAX_K)
+        adaptive = _adaptive(config)
+        if adaptive is not None:
+            k = adaptive.cap
         temperature = _temperature(config)
         seed = _number(config, "seed", int, -(2**63))
         timeout = _number(config, "timeout", float, 0.001)
@@ -267,7 +292,101 @@ class RunConfig:
             domain_cache_dir=domain_cache_dir,
             domain_cache=domain_cache,
             mutate=_mutate(config),
+            adaptive=adaptive,
+            max_cost=_max_cost(config),
         )
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """``--sandtable-adaptive`` and its design (``sequential.design.Design``, checked):
+    per task a truncated SPRT between ``p0`` and ``p1``, at most ``cap`` trials."""
+
+    p0: float
+    p1: float
+    alpha: float
+    beta: float
+    cap: int
+    max_trials: int | None = None  # --sandtable-max-trials: the most trials the run hands out
+
+
+ADAPTIVE_CAP = 32  # the cap of an adaptive run that gives no --sandtable-k
+# the statistics options, which mean something only with --sandtable-adaptive
+_ADAPTIVE_ONLY = ("reliability", "good-rate", "alpha", "beta", "max-trials")
+
+
+def _adaptive(config: pytest.Config) -> Adaptive | None:
+    """--sandtable-adaptive and its options, checked before any trial runs: a design that
+    cannot work (``sequential.design.DesignError``) is a usage error saying why, and so is
+    a statistics option without --sandtable-adaptive."""
+    on = bool(config.getoption("--sandtable-adaptive"))
+    if not on:
+        given = [name for name in _ADAPTIVE_ONLY if config.getoption(f"--sandtable-{name}") is not None]
+        if given:
+            raise pytest.UsageError(f"--sandtable-{given[0]} needs --sandtable-adaptive: it is a parameter of the "
+                                    f"sequential test that decides when a task has had enough trials")
+        return None
+    raw_k = config.getoption("--sandtable-k")
+    if raw_k is None and str(config.getini("sandtable_k")).strip() != "1":  # an ini file's sandtable_k
+        raw_k = config.getini("sandtable_k")
+    if raw_k is None:
+        cap = ADAPTIVE_CAP
+    else:
+        cap = _number(config, "k", int, 1, maximum=MAX_K)
+        if cap < 2:
+            raise pytest.UsageError(f"--sandtable-adaptive: --sandtable-k is the most trials a task may get, and one "
+                                    f"trial settles nothing; give --sandtable-k=N with N of at least 2, or leave it "
+                                    f"out for {ADAPTIVE_CAP}")
+    p0 = _fraction(config, "reliability", 0.8)
+    p1 = _fraction(config, "good-rate", 0.97)
+    alpha = _fraction(config, "alpha", 0.05)
+    beta = _fraction(config, "beta", 0.05)
+    max_trials = None
+    raw = config.getoption("--sandtable-max-trials")
+    if raw is not None:
+        try:
+            max_trials = int(str(raw).strip())
+        except ValueError:
+            raise pytest.UsageError(f"--sandtable-max-trials: expected a whole number, got {raw!r}") from None
+        if max_trials < 1:
+            raise pytest.UsageError(f"--sandtable-max-trials: expected at least 1, got {raw}")
+    from ..sequential.design import Design, DesignError
+
+    try:
+        Design(p0=p0, p1=p1, alpha=alpha, beta=beta, cap=cap).check()
+    except DesignError as e:
+        raise pytest.UsageError(f"--sandtable-adaptive: {e}") from None
+    return Adaptive(p0=p0, p1=p1, alpha=alpha, beta=beta, cap=cap, max_trials=max_trials)
+
+
+def _fraction(config: pytest.Config, name: str, default: float) -> float:
+    """A number option of the adaptive design (its range is the design's to check)."""
+    raw = config.getoption(f"--sandtable-{name}")
+    if raw is None:
+        return default
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise pytest.UsageError(f"--sandtable-{name}: expected a number, got {raw!r}") from None
+    if value != value:
+        raise pytest.UsageError(f"--sandtable-{name}: expected a number, got {raw!r}")
+    return value
+
+
+def _max_cost(config: pytest.Config) -> float | None:
+    """--sandtable-max-cost: USD (a leading ``$`` allowed), above 0."""
+    raw = config.getoption("--sandtable-max-cost")
+    if raw is None:
+        return None
+    text = str(raw).strip().removeprefix("$").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"--sandtable-max-cost: expected an amount in USD such as 5 or 2.50, "
+                                f"got {raw!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise pytest.UsageError(f"--sandtable-max-cost: expected an amount above 0, got {raw!r}")
+    return value
 
 
 def _opt(config: pytest.Config, name: str) -> Any:

@@ -81,6 +81,17 @@ class DomainFile(pytest.File):
                 yield item
 
 
+def _skipped(reason: str) -> BaseException:
+    """A skip of a trial pytest reports at the item's own location (its task's line), as a
+    skip marker's is, not at this module's line."""
+    try:
+        from _pytest.outcomes import Skipped
+
+        return Skipped(reason, pytrace=False, _use_item_location=True)
+    except (ImportError, TypeError):  # pragma: no cover - a pytest without it
+        return pytest.skip.Exception(reason, pytrace=False)
+
+
 def domain_cache_dir(config: pytest.Config) -> Path | None:
     """Where built domains are kept (``domain.cache``): --sandtable-cache-dir, else
     ``sandtable-domains`` in pytest's cache folder; None when the option says ``off`` or
@@ -229,6 +240,17 @@ class TrialItem(pytest.Function):
         return self.path, line, self.name
 
     def setup(self) -> None:
+        st = run_state(self.config)
+        needs = st.needs
+        if needs is not None:
+            reason = needs.why_not(self)
+            if reason is None:
+                needs.hand_out(self)
+            elif not st.started_early(self):  # never run, never failed: skipped, saying why
+                needs.reached(self)
+                raise _skipped(reason)
+            # else its trial started before the task settled: it ends and is recorded, and
+            # the report leaves it out of the task's verdict
         defs = getattr(self.parent, "sandtable_defaults", None)
         # a plugin or conftest.py may add a fixture to the items' shared list of names
         # after collection (pytest_collection_modifyitems, pytest_runtest_setup): pytest's way then
@@ -240,7 +262,6 @@ class TrialItem(pytest.Function):
         else:  # the plugin's session-scoped defaults, set up: as pytest would hand them over
             agent, user = values
             self.funcargs["sandtable_agent"], self.funcargs["sandtable_user"] = values
-        st = run_state(self.config)
         if st.run.concurrency > 1:
             result, output = st.run_concurrently(self, agent, user)
             for name, text in output.items():
@@ -250,6 +271,9 @@ class TrialItem(pytest.Function):
             result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self),
                                 pytest_timeout=item_timeout(self))
         errored = result.verdict == ERRORED
+        if needs is not None:
+            needs.ended(self, result)
+            needs.reached(self)
         trial_ended(self, "setup" if errored else "call", result)
         if errored:
             raise TrialErrored(result)

@@ -227,6 +227,11 @@ def _position(session: Any, item: Any) -> int | None:
     return pos.get(item.nodeid)
 
 
+def items_moved() -> None:
+    """The session's items were reordered (``adaptive.Needs``): their positions are read anew."""
+    _POSITIONS.clear()
+
+
 def _xdist_worker(config: Any) -> Any:
     if not is_xdist_worker(config):
         return None

@@ -30,6 +30,7 @@ from .pool import TrialPool, pending_items
 
 if TYPE_CHECKING:
     from ..adapters.recording import Settings
+    from .adaptive import Needs
 
 
 def run_state(config: pytest.Config) -> RunState:
@@ -38,6 +39,10 @@ def run_state(config: pytest.Config) -> RunState:
     if not isinstance(st, RunState):
         st = RunState(RunConfig.of(config), config.rootpath, spec_folders(config))
         st.run_id = run_id(config)
+        if st.run.adaptive is not None or st.run.max_cost is not None:
+            from .adaptive import worker_needs
+
+            st.needs = worker_needs(config, st.run)
         config.stash[RUN_STATE] = st
     return st
 
@@ -90,6 +95,8 @@ class RunState:
         self._files: dict[str, str] = {}
         self._started: dict[tuple[str, str, int], int] = {}
         self.bad_spec = False  # --sandtable-agent or --sandtable-user named nothing usable: the run stops
+        # which trials the run still needs: with --sandtable-adaptive or a budget (plugin.adaptive)
+        self.needs: Needs | None = None  # made by run_state
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
@@ -364,6 +371,10 @@ class RunState:
             self._pool = TrialPool(self.run.concurrency)
         return self._pool
 
+    def started_early(self, item: Any) -> bool:
+        """Whether ``item``'s trial was started before pytest reached it (the prefetch)."""
+        return self._pool is not None and self._pool.submitted(item.nodeid)
+
     def run_concurrently(self, item: Any, agent: Any, user: Any) -> tuple[TrialResult, dict[str, str]]:
         """Start this item's trial (unless prefetched), top up the prefetch window, wait for
         it. As in :meth:`run_now`, whatever escapes the trial makes it errored, except Ctrl-C."""
@@ -395,10 +406,13 @@ class RunState:
                 return  # enough started ahead: top up by half a pool at a time, not a scan per item
             else:  # the rest of the session, of which only the next few matter
                 upcoming = list(islice(pending_items(item.session, item), 8 * window + 64))
+            needs = self.needs
             for nxt in upcoming:
                 if window <= 0:
                     break
                 if getattr(nxt, "is_sandtable_trial", False) and not nxt.skip_reason and _fixture_key(nxt) == key:
+                    if needs is not None and not needs.may_start_early(nxt, pool.pending()):
+                        continue  # its task is settled, or the budget would not cover it
                     window -= 1
                     self._submit(nxt, agent, user)
 

@@ -201,6 +201,8 @@ def _complete(results: Mapping[str, Any]) -> Results:
         doc["coverage"] = list(results["coverage"])
     if isinstance(results.get("mutation"), Mapping):  # (1.5) optional
         doc["mutation"] = dict(results["mutation"])
+    if results.get("adaptive"):  # an adaptive run's
+        doc["adaptive"] = results["adaptive"]
     return doc
 
 
@@ -1249,6 +1251,33 @@ def _mutation(mutation: Mapping[str, Any] | None) -> str:
         if notes:
             parts.append('<ul class="muted">' + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts) + "</section>"
+def _adaptive(section: Mapping[str, Any] | None) -> str:
+    """An adaptive run's design, each task's sequential verdict with its trials and
+    anytime-valid interval, and the trials it spent against a fixed k (docs/results.md,
+    "Adaptive runs"); nothing in other runs."""
+    if not section:
+        return ""
+    from .adaptive import saving_line, shown_verdict
+
+    badge = {"reliable": "passed", "unreliable": "failed", "inconclusive": "flaky", "open": "skipped"}
+    d = section.get("design") or {}
+    rows = [[f"<code>{e(t.get('domain'))}/{e(t.get('task'))}</code>",
+             _badge(badge.get(str(t.get("verdict")), "skipped"), shown_verdict(t)),  # type: ignore[arg-type]
+             e(t.get("graded")), e(f"{t.get('passes')}/{t.get('graded')}"),
+             e(pct_range(t.get("interval"))), e(f"{float(t.get('e_value') or 0):.3g}"),
+             e(t.get("stopped_at") if t.get("stopped_at") is not None else "–"),
+             e(", ".join(map(str, t.get("uncounted") or ())) or "–")]
+            for t in section.get("tasks") or ()]
+    return ('<section id="adaptive"><h2>Adaptive trials <span class="muted small">(each task stopped once its '
+            "verdict was settled)</span></h2>"
+            f'<p class="muted">reliable: a pass rate of at least {e(d.get("p0"))} (alpha {e(d.get("alpha"))}); '
+            f'unreliable: below {e(d.get("p1"))} (beta {e(d.get("beta"))}); at most {e(d.get("cap"))} trials a '
+            "task. Intervals are anytime-valid (they hold however the run stopped), not Wilson; pass^j counts a "
+            "task only with at least j graded trials of this adaptive sample.</p>"
+            '<div class="tablewrap">'
+            + _table(["task", "verdict", "graded trials", "passed", "anytime 95% CI", "e-value", "stopped at",
+                      "uncounted trials"], rows, cls="adaptive", num=(2, 3, 5, 6))
+            + f'</div><p class="saving">{e(saving_line(section))}</p></section>')  # type: ignore[arg-type]
 
 
 def _cost_notes(cost: object) -> str:
@@ -1663,6 +1692,7 @@ def _page(doc: Results, placed: _Placed) -> Iterator[str]:
     yield _soft_rules(s["soft_rules"])
     yield _coverage(doc.get("coverage"))
     yield _mutation(doc.get("mutation"))
+    yield _adaptive(doc.get("adaptive"))
     yield _usage(s, placed.total_time, placed.count)
     yield _errored(s["errored_trials"], idx)
     yield from _trials(layout, placed, idx, top)

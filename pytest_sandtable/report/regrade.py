@@ -377,7 +377,24 @@ def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles
                     for d in domains],
         "at": iso_utc(),
     }
+    _adaptive(results, spool, stored.doc.get("adaptive"))
     return results
+
+
+def _adaptive(results: Results, spool: TrialSpool, given: Any) -> None:
+    """An adaptive run's section, decided again from the regraded outcomes under the run's
+    own design: a task may now settle at another trial (the later ones uncounted) or stay
+    open (its remaining trials never ran)."""
+    if not given:
+        return
+    from .adaptive import adaptive_section, honest_intervals
+
+    section = adaptive_section(given["design"], spool.trials(),
+                               tasks=[(t["domain"], t["task"]) for t in given.get("tasks") or ()],
+                               stopped=given.get("stopped"))
+    honest_intervals(results["summary"], section)
+    honest_intervals({"tasks": results["tasks"]}, section)
+    results["adaptive"] = section
 
 
 # --------------------------------------------------------------------------- the files

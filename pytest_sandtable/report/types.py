@@ -447,6 +447,45 @@ class Gate(TypedDict):
     checks: NotRequired[list[GateCheckRecord]]  # since 1.1
 
 
+class AdaptiveDesign(TypedDict):
+    """An adaptive run's design, fixed before its first trial."""
+
+    p0: float  # the bar: "reliable" means a pass rate of at least p0
+    p1: float  # a good task's pass rate
+    alpha: float  # the chance of "reliable" at p = p0
+    beta: float  # the chance of "unreliable" at p = p1
+    cap: int  # the most graded trials a task may get (--sandtable-k)
+    max_trials: int | None  # --sandtable-max-trials
+    max_cost: float | None  # --sandtable-max-cost, USD
+
+
+class AdaptiveTask(TypedDict):
+    """One task of an adaptive run: its verdict and what it rests on."""
+
+    domain: str
+    task: str
+    verdict: str  # reliable | unreliable | inconclusive | open
+    open_reason: str | None  # for an open task: "budget" (a budget ran out) or "not run"
+    graded: int  # graded trials the verdict counted
+    passes: int
+    trials: int  # trials recorded (errored and uncounted ones too)
+    stopped_at: int | None  # the trial that settled it
+    e_value: float  # the likelihood ratio of p1 against p0 at the stop
+    interval: Interval  # the anytime-valid 95% interval of its pass rate
+    uncounted: list[int]  # trials recorded after it settled (started before): not in its verdict
+
+
+class AdaptiveSection(TypedDict):
+    """``adaptive``: what --sandtable-adaptive decided."""
+
+    design: AdaptiveDesign
+    spent: int  # trials recorded
+    fixed_k_trials: int  # what a fixed k = cap would have run: cap x tasks
+    stopped: str | None  # max_trials | max_cost: the budget that stopped the run, if one did
+    counts: dict[str, int]  # tasks per verdict
+    tasks: list[AdaptiveTask]
+
+
 class Results(TypedDict):
     """The whole results.json document."""
 
@@ -460,3 +499,4 @@ class Results(TypedDict):
     gate: Gate
     coverage: NotRequired[list[dict[str, Any]]]  # since 1.4: the policy coverage, per domain file
     mutation: NotRequired[dict[str, Any]]  # since 1.5: --sandtable-mutate's run of the trials' tasks
+    adaptive: NotRequired[AdaptiveSection]  # an adaptive run's design and verdicts

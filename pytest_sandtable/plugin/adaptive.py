@@ -1,0 +1,344 @@
+"""Which trials a run still needs: ``--sandtable-adaptive`` (per task a sequential test
+that says when its verdict is settled) and the run's budgets (``--sandtable-max-trials``,
+``--sandtable-max-cost``).
+
+Items stay one per (task, trial): :meth:`Needs.arrange` orders them in rounds (trial 1
+of every task, then trial 2, ...), and an item whose task is settled, or whose budget
+ran out, is skipped with a one-line reason when pytest reaches it (never run, never
+failed). Each task's graded outcomes reach its ``TaskSequence`` in trial order whatever
+order the trials ended in (one that ends early waits in a buffer), and errored trials
+are never observed: the verdicts are the same at any ``--sandtable-concurrency`` for the
+same seed. A trial already started when its task settled (a prefetched one) still runs
+and is recorded; the report leaves it out of the verdict (``report.adaptive``).
+
+Under pytest-xdist the controller decides (:class:`Decider`): the outcomes reach its
+:class:`Needs` as the workers' reports arrive, and what it decides (a task settled, a
+budget spent) it appends to a file of decisions, one JSON line each, which each worker
+reads before it runs, or starts early, an item. A worker decides nothing itself: it
+sees only its own share of a task's trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..report.fmt import format_cost
+from ..sequential.design import Design
+from ..sequential.sprt import TaskSequence
+from .config import RunConfig, is_xdist_worker
+
+if TYPE_CHECKING:
+    from ..engine.results import TrialResult
+
+TaskKey = tuple[str, str]  # (the domain file, relative to the rootdir, as node ids and locations give it; task id)
+
+DECISIONS = "sandtable_decisions"  # the key of the decisions file in an xdist worker's workerinput
+DECIDER = "sandtable-decider"  # the controller's plugin
+# a trial item's node id, as artifacts reads one
+_TRIAL_NODEID = re.compile(r"^(?P<path>.+?)::(?P<task>[^:\[]+)\[(?P<trial>\d+)-(?P<k>\d+)\]$")
+
+
+def task_key(item: Any) -> TaskKey:
+    return (str(item.location[0]), str(item.task.id))
+
+
+def settled_reason(seq: TaskSequence) -> str:
+    return f"not needed: task settled {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
+
+
+@dataclass
+class _Task:
+    seq: TaskSequence | None  # None without --sandtable-adaptive (budgets only)
+    order: list[int] = field(default_factory=list)  # the task's collected trials, in trial order
+    # outcomes that ended before an earlier trial of the task: True / False graded, None errored
+    waiting: dict[int, bool | None] = field(default_factory=dict)
+    next: int = 0  # position in ``order`` of the next outcome the sequence takes
+
+
+class Needs:
+    """The run's decisions of which trials to run: in the only process, on the xdist
+    controller (``decisions``: the file it tells the workers in), or on a worker
+    (``told``: the file it reads them from; it then decides nothing itself)."""
+
+    def __init__(self, run: RunConfig, *, decisions: Path | None = None, told: Path | None = None) -> None:
+        self.run = run
+        a = run.adaptive
+        self.design = Design(p0=a.p0, p1=a.p1, alpha=a.alpha, beta=a.beta, cap=a.cap) if a is not None else None
+        self.max_trials = a.max_trials if a is not None else None
+        self.max_cost = run.max_cost
+        self.tasks: dict[TaskKey, _Task] = {}
+        self.names: dict[TaskKey, tuple[str, str]] = {}  # (domain name, task id), as results name them
+        self.handed = 0  # trials handed out (started because they were needed)
+        self.cost = 0.0  # USD, of the trials recorded so far
+        self.stopped: str | None = None  # why the run stopped handing out trials, once it did
+        self._prices: Mapping[str, Mapping[str, float]] | None = None
+        self._decisions = decisions
+        self._told = _Told(told) if told is not None else None
+        # one process, adaptive: each round's slots in session.items, the last item of each
+        # (by id) and the order domain files came in (see reached)
+        self._rounds: list[list[int]] = []
+        self._last: dict[int, int] = {}
+        self._files: dict[str, int] = {}
+
+    # -- at collection -------------------------------------------------------------
+
+    def _task(self, key: TaskKey) -> _Task:
+        task = self.tasks.get(key)
+        if task is None:
+            task = self.tasks[key] = _Task(TaskSequence(self.design) if self.design else None)
+        return task
+
+    def arrange(self, items: list[Any]) -> None:
+        """Order the trial items in rounds (adaptive only: trial 1 of every task, then
+        trial 2, ...), each in the slots trial items held; other items keep theirs. A
+        trial skipped at collection (``TrialItem.skip_reason``) counts as errored."""
+        slots = [i for i, it in enumerate(items) if getattr(it, "is_sandtable_trial", False)]
+        trials = [items[i] for i in slots]
+        for it in trials:
+            self._task(task_key(it)).order.append(it.trial)
+            self.names[task_key(it)] = (str(it.domain.name), str(it.task.id))
+        for task in self.tasks.values():
+            task.order.sort()
+        for it in trials:
+            if it.skip_reason:
+                self._take(task_key(it), it.trial, None)
+        if self.design is None:
+            return
+        rounds = sorted(range(len(trials)), key=lambda n: (trials[n].trial, n))
+        for slot, n in zip(slots, rounds):
+            items[slot] = trials[n]
+        if self._told is None:  # one process: each round in the order its open tasks need it
+            self._files = {}
+            for it in trials:
+                self._files.setdefault(task_key(it)[0], len(self._files))
+            by_round: dict[int, list[int]] = {}
+            for slot, n in zip(slots, rounds):
+                by_round.setdefault(trials[n].trial, []).append(slot)
+            self._rounds = [by_round[r] for r in sorted(by_round)]
+            self._last = {id(items[slots[-1]]): i for i, slots in enumerate(self._rounds)}
+
+    def reached(self, item: Any) -> None:
+        """pytest is done with ``item``'s trial (run, or skipped). After the last item of a
+        round (every outcome of the rounds so far known: items end in order), the next
+        round's items are reordered: the open tasks nearest a boundary first (the fewest
+        passed trials' steps from one, ``TaskSequence.distance``), settled ones last, each
+        domain file's trials kept together in the order the files came (pytest tears a
+        file down when its items are done). Outside xdist only: a worker keeps its
+        collection's order, which the controller's scheduler hands out by."""
+        r = self._last.get(id(item)) if self._last else None
+        if r is None or r + 1 >= len(self._rounds):
+            return
+        items = item.session.items
+        slots = self._rounds[r + 1]
+        if any(s >= len(items) or not getattr(items[s], "is_sandtable_trial", False) for s in slots):
+            return  # another plugin moved the items since: leave them be
+
+        def nearest(n: int) -> tuple[int, bool, float, int]:
+            key = task_key(items[slots[n]])
+            seq = self.tasks[key].seq
+            if seq is None or seq.verdict is not None:
+                return (self._files.get(key[0], 0), True, 0.0, n)
+            return (self._files.get(key[0], 0), False, seq.distance(), n)
+
+        moved = [items[slots[n]] for n in sorted(range(len(slots)), key=nearest)]
+        for k in [k for k, v in self._last.items() if v == r + 1]:
+            del self._last[k]
+        for slot, it in zip(slots, moved):
+            items[slot] = it
+        self._last[id(items[slots[-1]])] = r + 1
+        from .pool import items_moved
+
+        items_moved()
+
+    def collected_ids(self, ids: Iterable[str]) -> None:
+        """The xdist controller's collection: the trials' node ids (``path::task[i-k]``)."""
+        for nodeid in ids:
+            m = _TRIAL_NODEID.match(nodeid)
+            if m is not None:
+                self._task((m.group("path"), m.group("task"))).order.append(int(m.group("trial")))
+        for t in self.tasks.values():
+            t.order.sort()
+
+    # -- while the run goes on ----------------------------------------------------
+
+    def why_not(self, item: Any, *, now: bool = True) -> str | None:
+        """Why ``item``'s trial is not needed (the skip reason pytest shows), or None.
+        ``now``: pytest has reached the item (a budget found spent then stops the run's
+        handing out; asked ahead of that, by the prefetch, nothing changes)."""
+        if self._told is not None:
+            return self._told.why_not(task_key(item))
+        task = self.tasks.get(task_key(item))
+        seq = task.seq if task is not None else None
+        if seq is not None and seq.verdict is not None:
+            return settled_reason(seq)
+        budget = self._budget_spent()
+        if budget is not None and now:
+            self.stopped = self.stopped or budget[0]
+        return budget[1] if budget is not None else None
+
+    def _budget_spent(self) -> tuple[str, str] | None:
+        if self.max_trials is not None and self.handed >= self.max_trials:
+            return "max_trials", (f"not run: the run's budget of {self.max_trials:,} trials is spent "
+                                  f"(--sandtable-max-trials)")
+        if self.max_cost is not None and self.cost >= self.max_cost:
+            return "max_cost", (f"not run: the run's cost budget of {format_cost(self.max_cost)} is spent "
+                                f"({format_cost(self.cost)} recorded; --sandtable-max-cost)")
+        return None
+
+    def may_start_early(self, item: Any, pending: int) -> bool:
+        """Whether the pool may start ``item``'s trial before pytest reaches it, with
+        ``pending`` trials started ahead: only a trial of an open task, within the budgets."""
+        if getattr(item, "skip_reason", "") or self.why_not(item, now=False) is not None:
+            return False
+        return self._told is not None or self.max_trials is None or self.handed + pending < self.max_trials
+
+    def hand_out(self, item: Any) -> None:
+        """``item``'s trial runs because it is needed."""
+        self.handed += 1
+
+    def ended(self, item: Any, result: TrialResult) -> None:
+        """``item``'s trial came to ``result``: its cost counts, its outcome reaches the
+        task's sequence in trial order. (On a worker: the controller's to count.)"""
+        if self._told is not None:
+            return
+        self.cost += self._cost_of(result.usage, result.replayed)
+        self._take(task_key(item), item.trial, None if result.verdict == "errored" else result.passed)
+
+    def ended_stored(self, data: Mapping[str, Any]) -> None:
+        """On the xdist controller: a worker's trial (as results.json stores it) arrived.
+        Its outcome and cost count as in :meth:`ended`; what that settles, the workers are told."""
+        location = str(data.get("location") or "")
+        key = (location.rpartition(":")[0] if ":" in location else location, str(data.get("task")))
+        self.names[key] = (str(data.get("domain")), key[1])
+        task = self.tasks.get(key)
+        counted = task is None or task.seq is None or task.seq.verdict is None
+        if counted:
+            self.handed += 1
+        self.cost += self._cost_of(data.get("usage"), bool(data.get("replayed")))
+        verdict = str(data.get("verdict"))
+        self._take(key, int(data.get("trial") or 0), None if verdict == "errored" else verdict == "passed")
+        if self.stopped is None:
+            budget = self._budget_spent()
+            if budget is not None:
+                self.stopped = budget[0]
+                self._tell({"all": budget[1]})
+
+    def _take(self, key: TaskKey, trial: int, outcome: bool | None) -> None:
+        task = self._task(key)
+        if trial not in task.order:  # not collected here (the controller's view of a worker's): in its place
+            task.order.append(trial)
+            task.order.sort()
+        task.waiting[trial] = outcome
+        while task.next < len(task.order) and task.order[task.next] in task.waiting:
+            got = task.waiting.pop(task.order[task.next])
+            task.next += 1
+            if got is not None and task.seq is not None and task.seq.verdict is None:
+                if task.seq.observe(got) is not None:
+                    self._tell({"file": key[0], "task": key[1], "reason": settled_reason(task.seq)})
+
+    def _tell(self, decision: dict[str, str]) -> None:
+        """The controller's decision, one JSON line appended to the file the workers read."""
+        if self._decisions is None:
+            return
+        with self._decisions.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(decision) + "\n")
+
+    def _cost_of(self, usage: Any, replayed: bool) -> float:
+        if self.max_cost is None or replayed or not isinstance(usage, Mapping):
+            return 0.0
+        if self._prices is None:
+            from ..report.prices import builtin_prices
+
+            self._prices = self.run.prices if self.run.prices is not None else builtin_prices()
+        from ..report.prices import estimate_cost
+
+        total = 0.0
+        for side in ("agent", "user"):
+            models = usage.get(side) or {}
+            if isinstance(models, Mapping):
+                total += sum(c for c in estimate_cost(models, self._prices).values() if c is not None)
+        return total
+
+    def collected_names(self) -> list[tuple[str, str]]:
+        """(domain name, task id) of every collected task (on the controller: of those
+        whose domain a trial named)."""
+        by_file = {file: name for (file, _), (name, _) in self.names.items()}
+        return [self.names.get(key) or (by_file[key[0]], key[1]) for key in self.tasks
+                if key in self.names or key[0] in by_file]
+
+
+class _Told:
+    """A worker's view of the controller's decisions: the file read on from where it was
+    last read, whenever it has grown."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.rest = b""
+        self.settled: dict[TaskKey, str] = {}
+        self.all: str | None = None
+
+    def why_not(self, key: TaskKey) -> str | None:
+        self._read()
+        return self.all or self.settled.get(key)
+
+    def _read(self) -> None:
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return
+        if size <= self.offset:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = self.rest + f.read(size - self.offset)
+        self.offset = size
+        *lines, self.rest = data.split(b"\n")
+        for line in lines:
+            d = json.loads(line)
+            if "all" in d:
+                self.all = self.all or str(d["all"])
+            else:
+                self.settled[(str(d["file"]), str(d["task"]))] = str(d["reason"])
+
+
+class Decider:
+    """On the xdist controller of a run with --sandtable-adaptive or a budget: the run's
+    :class:`Needs`, fed by the recorder as the workers' trials arrive, and the file its
+    decisions go to, which each worker is given (``workerinput``)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="sandtable-decisions-"))
+        self.path = self.folder / "decisions.jsonl"
+        self.path.touch()
+        self.needs = Needs(RunConfig.of(config), decisions=self.path)
+        self._collected = False
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[DECISIONS] = str(self.path)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self._collected:  # every worker collects the same items
+            self._collected = True
+            self.needs.collected_ids(ids)
+
+    def pytest_unconfigure(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def worker_needs(config: pytest.Config, run: RunConfig) -> Needs:
+    """The Needs of this process: on an xdist worker, one that reads the controller's decisions."""
+    told = getattr(config, "workerinput", {}).get(DECISIONS) if is_xdist_worker(config) else None
+    return Needs(run, told=Path(told) if told else None)
