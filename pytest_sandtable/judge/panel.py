@@ -138,18 +138,14 @@ class Panel:
         """Each criterion's judged verdict on ``trial`` (a ``TrialResult.to_dict()`` or a
         results.json trial), and the judges' usage of the calls made for it."""
         usage = Usage()
-        scoped = [(c, scoped_lines(trial, c)) for c in criteria]
-        asks = [(c, lines, j) for c, lines in scoped if lines is not None for j in self.judges]
-        answers = await asyncio.gather(*(self._verdict(j, policy, c, lines, usage) for c, lines, j in asks))
-        by_criterion: dict[str, list[dict[str, Any]]] = {}
-        for (c, _, _), answer in zip(asks, answers):
-            by_criterion.setdefault(c.id, []).append(answer)
         out = []
-        for c, lines in scoped:
+        # one criterion after the other, its judges at once: the budget is checked between
+        for c in criteria:
+            lines = scoped_lines(trial, c)
             if lines is None:
                 out.append({"criterion": c.id, "verdict": NOT_APPLICABLE, "disagreement": False, "judges": []})
                 continue
-            judged = by_criterion[c.id]
+            judged = list(await asyncio.gather(*(self._verdict(j, policy, c, lines, usage) for j in self.judges)))
             verdict, split = majority([a["verdict"] for a in judged])
             out.append({"criterion": c.id, "verdict": verdict, "disagreement": split, "judges": judged})
         return out, usage.to_dict()
