@@ -63,7 +63,8 @@ def _call_text(call: Mapping[str, Any]) -> str:
 
 def all_lines(trial: Mapping[str, Any]) -> list[Line]:
     """Every message and tool call of a trial (a results.json trial or
-    ``TrialResult.to_dict()``), in order; world events are left out."""
+    ``TrialResult.to_dict()``), in order; world events and empty messages are left out
+    (an agent's empty last turn is not its "final" message)."""
     calls = trial.get("calls") or []
     out: list[Line] = []
     for i, e in enumerate(trial.get("transcript") or []):
@@ -73,7 +74,7 @@ def all_lines(trial: Mapping[str, Any]) -> list[Line]:
             if isinstance(idx, int) and 0 <= idx < len(calls):
                 call = calls[idx]
                 out.append(Line(i, f"[{call.get('turn', '?')}] agent -> {call.get('tool')}", _call_text(call)))
-        elif role in ("user", "agent"):
+        elif role in ("user", "agent") and str(e.get("text") or "").strip():  # an empty message says nothing
             out.append(Line(i, f"[{e.get('turn', '?')}] {role}", str(e.get("text", ""))))
     return out
 

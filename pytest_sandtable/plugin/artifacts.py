@@ -65,6 +65,8 @@ class RunReport:
     comparison: list[str] = dataclasses.field(default_factory=list)
     # policy coverage: per domain its summary line, or the one line saying why it was not computed
     coverage: list[str] = dataclasses.field(default_factory=list)
+    # --sandtable-judge: the judged scores' lines (plugin/judging.py)
+    judged: list[str] = dataclasses.field(default_factory=list)
 
 
 class Recorder:
@@ -345,8 +347,11 @@ class Recorder:
         results = self._results(session)
         comparison = self._against_baseline(results)
         coverage = self._policy_coverage(results)
+        from .judging import judge_results  # after the gate: judged scores never reach it
+
+        judged = judge_results(self.config, results)
         out_dir, write_error = self._write(results)
-        self.report = RunReport(results, out_dir, write_error, comparison, coverage)
+        self.report = RunReport(results, out_dir, write_error, comparison, coverage, judged)
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
@@ -373,6 +378,8 @@ class Recorder:
             if report.coverage:
                 terminalreporter.write_line("")
             for line in report.coverage:
+                terminalreporter.write_line(line)
+            for line in [""] * bool(report.judged) + report.judged:
                 terminalreporter.write_line(line)
         outcome = yield
         if report is not None:

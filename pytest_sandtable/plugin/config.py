@@ -97,6 +97,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-cassettes", default=None, metavar="DIR",
                     help="with --sandtable-record: where recordings are kept, as DIR/<domain>/<task>.json "
                          "(default: a cassettes folder beside each domain file)")
+    group.addoption("--sandtable-judge", default=None, metavar="SPEC",
+                    help="judge each graded trial's judge: criteria with a panel of models, e.g. "
+                         "'claude:<model>,openai:<model>'; scores reported beside pass^k, never in a verdict, "
+                         "a gate or the exit status (docs/judges.md)")
+    group.addoption("--sandtable-judge-max-cost", type=float, default=None, metavar="USD",
+                    help="with --sandtable-judge: no more judge calls once the judges spent this much "
+                         "(their verdicts void, 'judge budget reached')")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -190,6 +197,9 @@ class RunConfig:
     # False when neither --sandtable-agent nor the ini's sandtable_agent names an agent (the
     # reference agent then plays, and the run says so)
     agent_named: bool = True
+    # --sandtable-judge: the judge panel's spec, checked (judge/spec.py); None: no judging
+    judge: str | None = None
+    judge_max_cost: float | None = None  # --sandtable-judge-max-cost, USD
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -224,6 +234,7 @@ class RunConfig:
         prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
         domain_cache, domain_cache_dir = _domain_cache(config)
+        judge, judge_max_cost = _judge(config)
         agent = str(_opt(config, "agent")).strip()
         return cls(
             k=k,
@@ -255,6 +266,8 @@ class RunConfig:
             all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
             domain_cache_dir=domain_cache_dir,
             domain_cache=domain_cache,
+            judge=judge,
+            judge_max_cost=judge_max_cost,
         )
 
 
@@ -358,6 +371,26 @@ def _domain_cache(config: pytest.Config) -> tuple[bool, Path | None]:
     if raw.lower() == "off":
         return False, None
     return True, (Path(base, os.path.expanduser(raw)) if raw else None)
+
+
+def _judge(config: pytest.Config) -> tuple[str | None, float | None]:
+    """--sandtable-judge (its panel parsed here once, so a bad spec stops the run before it
+    starts) and --sandtable-judge-max-cost."""
+    spec: str | None = config.getoption("--sandtable-judge")
+    max_cost: float | None = config.getoption("--sandtable-judge-max-cost")
+    if spec is None:
+        if max_cost is not None:
+            raise pytest.UsageError("--sandtable-judge-max-cost needs --sandtable-judge=SPEC")
+        return None, None
+    from ..judge.spec import JudgeSpecError, parse_panel
+
+    try:
+        parse_panel(spec)
+    except JudgeSpecError as e:
+        raise pytest.UsageError(f"--sandtable-judge: {e}") from None
+    if max_cost is not None and not max_cost >= 0:
+        raise pytest.UsageError(f"--sandtable-judge-max-cost: expected at least 0, got {max_cost:g}")
+    return spec, max_cost
 
 
 def _temperature(config: pytest.Config) -> float | None:
