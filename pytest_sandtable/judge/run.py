@@ -17,6 +17,7 @@ from typing import Any
 from ..domain.model import Domain
 from .calibrate import calibrated_criteria
 from .panel import Panel
+from .prompt import all_lines
 from .scores import judged_scores
 
 DomainOf = Callable[[Mapping[str, Any]], "Domain | None"]
@@ -42,7 +43,8 @@ async def _judge_trials(trials: Iterable[Mapping[str, Any]], domain_of: DomainOf
         async with gate:
             judged, usage = await panel.judge_trial(domain.policy, criteria, t)
         return {"domain": domain.name, "task": task.id, "trial": t.get("trial"), "verdict": t.get("verdict"),
-                "tags": list(t.get("tags") or []), "criteria": judged, "usage": usage}
+                "tags": list(t.get("tags") or []), "criteria": judged, "usage": usage,
+                "evidence": evidence(t, judged)}
 
     jobs = []
     for t in trials:
@@ -82,3 +84,11 @@ async def _judge_trials(trials: Iterable[Mapping[str, Any]], domain_of: DomainOf
         "max_cost": panel.options.max_cost,
         "budget_reached": panel.budget_reached(),
     }
+
+
+def evidence(trial: Mapping[str, Any], judged: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """The transcript entries the judges quoted, by their index (as text: a JSON key):
+    ``{label, text}`` as the judge saw them, for report.html to show with the quotes marked."""
+    quoted = {j["at"] for c in judged for j in c.get("judges", []) if isinstance(j.get("at"), int)}
+    return {str(line.index): {"label": line.label, "text": line.text}
+            for line in all_lines(trial) if line.index in quoted}

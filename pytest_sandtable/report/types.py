@@ -459,3 +459,4 @@ class Results(TypedDict):
     summary: Summary
     gate: Gate
     coverage: NotRequired[list[dict[str, Any]]]  # since 1.4: the policy coverage, per domain file
+    judged: NotRequired[dict[str, Any]]  # --sandtable-judge: judged soft scores (docs/judges.md), never gating
