@@ -51,6 +51,22 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     cal.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per judge call (default 60)")
     cal.add_argument("--retries", type=int, default=2, metavar="N", help="retries of a judge call (default 2)")
     cal.set_defaults(func=_calibrate)
+    mut = sub.add_parser(
+        "mutants",
+        help="does the panel notice when the evidence it quoted is removed from a passing trial?",
+        description="For each passing trial of a judged run (--sandtable-judge) whose criterion the panel "
+        "answered yes, remove every agent sentence holding a quote the judges relied on, judge the altered "
+        "transcript again, and report how many the panel caught (answered no). Exit 2 on bad input, else 0.",
+    )
+    mut.add_argument("run", metavar="RUN", help="the results.json (or run folder) of a judged run")
+    mut.add_argument("domains", nargs="*", metavar="DOMAIN",
+                     help="the domain files with the criteria (default: the files the run names)")
+    mut.add_argument("--judge", default=None, metavar="SPEC", help="the panel (default: the run's)")
+    mut.add_argument("--cache", default=".sandtable/judge-cache", metavar="DIR",
+                     help="the judge cache (default .sandtable/judge-cache)")
+    mut.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="per judge call (default 60)")
+    mut.add_argument("--retries", type=int, default=2, metavar="N", help="retries of a judge call (default 2)")
+    mut.set_defaults(func=_mutants)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -91,6 +107,77 @@ def _calibrate(args: argparse.Namespace) -> int:
         return _err(f"cannot write the calibration: {e}")
     _out([*calibration_lines(report), f"calibration written to {out}"])
     return EXIT_OK
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    from ..judge.mutants import OPERATOR, judge_mutants
+    from ..judge.panel import Panel, PanelOptions
+    from ..judge.spec import JudgeSpecError, parse_panel
+    from ..report.fmt import pct
+    from ..report.prices import all_prices
+    from ..report.reading import open_results
+    from ..report.regrade import RegradeError, domain_files, search_folders
+    from ..report.results_json import ResultsError
+    from ..report.terminal import _table
+
+    try:
+        with open_results(args.run) as stored:
+            judged = stored.doc.get("judged")
+            if not judged:
+                return _err(f"{args.run}: no judged scores in this run: run it with --sandtable-judge first")
+            files = domain_files(stored.doc, args.run, args.domains, search_folders(stored.path))
+            trials = list(stored.trials())
+    except ResultsError as e:
+        return _err(str(e))
+    except RegradeError as e:
+        for line in e.problems:
+            _err(line)
+        return EXIT_ERROR
+    try:
+        judges = parse_panel(args.judge or ",".join(judged["judges"]))
+    except JudgeSpecError as e:
+        return _err(f"--judge: {e}")
+    panel = Panel(judges, PanelOptions(timeout=args.timeout, retries=args.retries, cache_dir=Path(args.cache),
+                                       prices=all_prices()))
+    report = judge_mutants(judged["trials"], trials, {f.name: f.edited for f in files}, panel)
+    if not report["total"]:
+        _out(["judge mutants: none made (no passing trial has a yes verdict with a quote to remove)"])
+        return EXIT_OK
+    lines = [f"judge mutants: {report['caught']} of {report['total']} caught ({pct(report['rate'])}) by "
+             f"{', '.join(panel.names)} ({OPERATOR}: each quoted sentence removed from a passing trial; "
+             f"{report['calls']} judge calls)",
+             *_table([[f"{r['domain']}/{r['criterion']}", str(r["mutants"]), str(r["caught"]), pct(r["rate"])]
+                      for r in report["criteria"]], ["criterion", "mutants", "caught", "detection"])]
+    survivors = [m for m in report["mutants"] if not m["caught"]]
+    lines += [f"survived: {m['task']}[{m['trial']}] {m['criterion']}: the panel said {m['verdict']}"
+              for m in survivors]
+    _out(lines)
+    return EXIT_OK
+
+
+def judge_regraded(results: Any, files: Any, spec: str, cache: str = ".sandtable/judge-cache") -> list[str] | None:
+    """``regrade --judge SPEC``: the regraded trials judged into ``results["judged"]``;
+    the lines to print, or None after an ``error:`` line for a bad spec."""
+    from ..judge.panel import Panel, PanelOptions
+    from ..judge.run import judge_trials
+    from ..judge.spec import JudgeSpecError, parse_panel
+    from ..report.prices import all_prices
+    from ..report.terminal import judged_lines
+
+    try:
+        judges = parse_panel(spec)
+    except JudgeSpecError as e:
+        _err(f"--judge: {e}")
+        return None
+    domains = {f.name: f.edited for f in files}
+    panel = Panel(judges, PanelOptions(cache_dir=Path(cache), prices=all_prices()))
+    judged = judge_trials(results["trials"], lambda t: domains.get(str(t.get("domain"))), panel)
+    if judged is None:
+        return []
+    results["judged"] = judged
+    lines = judged_lines(judged)
+    _out(lines)
+    return lines
 
 
 def _num(x: float | None, percent: bool = False) -> str:
