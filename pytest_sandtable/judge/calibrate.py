@@ -25,8 +25,8 @@ CALIBRATION_FILE = ".sandtable/judge-calibration.json"
 run looks for it, relative to its rootdir)."""
 
 MIN_LABELS = 30
-"""The fewest human labels of a criterion for it to count as calibrated (see
-docs/judges.md, "Calibration": below 30 the 95% interval of kappa is wider than ±0.3)."""
+"""The fewest human labels of a criterion for it to count as calibrated (docs/judges.md,
+"Calibration": at 30 balanced labels the 95% interval of a kappa of 0.6 is about ±0.29)."""
 
 MIN_KAPPA = 0.6
 """The least panel kappa of a calibrated criterion ("substantial" agreement, Landis and Koch)."""
