@@ -192,3 +192,30 @@ def test_judges_that_fail_leave_the_run_as_it_is(pytester: pytest.Pytester, monk
     assert "Void judge verdicts: 6" in result.outlines
     assert "  6x claude:judge-a: claude judge judge-a: connection refused by 127.0.0.1:9" in result.outlines
     json.dumps(doc)
+
+
+def test_the_judges_budget(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (pytester.path / "desk.sandtable.yaml").write_text(DESK, encoding="utf-8")
+    # 1,000 input and 50 output tokens a call at $100 per million: $0.105 a call
+    (pytester.path / "prices.json").write_text(json.dumps({"judge-a": {"input": 100.0, "output": 100.0}}))
+    with fake_judges(monkeypatch, script(YES)) as fakes:
+        result, doc = run(pytester, "--sandtable-judge=claude:judge-a", "--sandtable-judge-max-cost=0.2",
+                          "--sandtable-prices=prices.json")
+        assert fakes.calls == 2  # at-ceiling's confirms, past-ceiling's confirms; then the budget is spent
+    result.assert_outcomes(passed=2, failed=2)
+    verdicts = [(t["task"], c["criterion"], c["verdict"], c["judges"][0]["void"]) for t in doc["judged"]["trials"]
+                for c in t["criteria"]]
+    assert verdicts == [("at-ceiling", "confirms", "yes", None), ("at-ceiling", "confirms", "yes", None),
+                        ("past-ceiling", "confirms", "yes", None),
+                        ("past-ceiling", "states-rate", "void", "judge budget reached"),
+                        ("past-ceiling", "confirms", "yes", None),
+                        ("past-ceiling", "states-rate", "void", "judge budget reached")]
+    assert doc["judged"]["budget_reached"] is True and doc["judged"]["cost"]["total"] == pytest.approx(0.21)
+    assert "  2x claude:judge-a: judge budget reached" in result.outlines
+    assert line_secs(result.outlines) == "budget $0.2000 reached"
+    # a budget with a judge that has no price could never be reached: refused at start-up
+    result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "--sandtable-judge=claude:judge-a,openai:judge-c",
+                                           "--sandtable-judge-max-cost=1", "--sandtable-prices=prices.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("ERROR: --sandtable-judge-max-cost: no price for judge openai:judge-c; give one in --sandtable-prices "
+            "FILE") in result.errlines

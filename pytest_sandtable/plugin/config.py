@@ -234,7 +234,7 @@ class RunConfig:
         prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
         domain_cache, domain_cache_dir = _domain_cache(config)
-        judge, judge_max_cost = _judge(config)
+        judge, judge_max_cost = _judge(config, prices)
         agent = str(_opt(config, "agent")).strip()
         return cls(
             k=k,
@@ -373,9 +373,11 @@ def _domain_cache(config: pytest.Config) -> tuple[bool, Path | None]:
     return True, (Path(base, os.path.expanduser(raw)) if raw else None)
 
 
-def _judge(config: pytest.Config) -> tuple[str | None, float | None]:
+def _judge(config: pytest.Config, prices: Mapping[str, Mapping[str, float]] | None
+           ) -> tuple[str | None, float | None]:
     """--sandtable-judge (its panel parsed here once, so a bad spec stops the run before it
-    starts) and --sandtable-judge-max-cost."""
+    starts) and --sandtable-judge-max-cost (every judge then needs a price: a budget that
+    counts a model as free would never be reached)."""
     spec: str | None = config.getoption("--sandtable-judge")
     max_cost: float | None = config.getoption("--sandtable-judge-max-cost")
     if spec is None:
@@ -385,11 +387,19 @@ def _judge(config: pytest.Config) -> tuple[str | None, float | None]:
     from ..judge.spec import JudgeSpecError, parse_panel
 
     try:
-        parse_panel(spec)
+        judges = parse_panel(spec)
     except JudgeSpecError as e:
         raise pytest.UsageError(f"--sandtable-judge: {e}") from None
-    if max_cost is not None and not max_cost >= 0:
-        raise pytest.UsageError(f"--sandtable-judge-max-cost: expected at least 0, got {max_cost:g}")
+    if max_cost is not None:
+        if not max_cost >= 0:
+            raise pytest.UsageError(f"--sandtable-judge-max-cost: expected at least 0, got {max_cost:g}")
+        from ..report.prices import builtin_prices, price_for
+
+        known = prices if prices is not None else builtin_prices()
+        unpriced = [j.name for j in judges if price_for(j.model, known) is None]
+        if unpriced:
+            raise pytest.UsageError(f"--sandtable-judge-max-cost: no price for judge {', '.join(unpriced)}; "
+                                    "give one in --sandtable-prices FILE")
     return spec, max_cost
 
 
