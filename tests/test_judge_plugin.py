@@ -112,7 +112,14 @@ def test_a_judged_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
     assert lines[start + 3].split() == ["confirms", "100.0%", "51-100%", "4", "0", "0", "0", "4", "uncalibrated"]
     assert lines[start + 4].split() == ["states-rate", "100.0%", "34-100%", "2", "0", "0", "0", "0",
                                         "uncalibrated"]
-    assert "Judged scores by tag" in lines and "Judged scores by task" in lines
+    tag = lines.index("Judged scores by tag")
+    assert [lines[tag + n].split() for n in (1, 3, 4)] == [
+        ["tag:", "criterion", "yes", "95%", "CI", "scored", "void", "split", "n/a", "disagree"],
+        ["booking:", "confirms", "100.0%", "51-100%", "4", "0", "0", "0", "4"],
+        ["booking:", "states-rate", "100.0%", "34-100%", "2", "0", "0", "0", "0"]]
+    task = lines.index("Judged scores by task")
+    assert lines[task + 1].split()[:3] == ["task:", "criterion", "yes"]
+    assert lines[task + 3].split() == ["at-ceiling:", "confirms", "100.0%", "34-100%", "2", "0", "0", "0", "2"]
     (judges_line,) = [line for line in lines if line.startswith("Judges: ")]
     assert judges_line.startswith(f"Judges: {judged['calls']} judge calls, ")
     assert "(apart from the agent's and the user's)" in judges_line
@@ -219,3 +226,13 @@ def test_the_judges_budget(pytester: pytest.Pytester, monkeypatch: pytest.Monkey
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert ("ERROR: --sandtable-judge-max-cost: no price for judge openai:judge-c; give one in --sandtable-prices "
             "FILE") in result.errlines
+
+
+def test_under_xdist_the_controller_judges(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (pytester.path / "desk.sandtable.yaml").write_text(DESK, encoding="utf-8")
+    with fake_judges(monkeypatch, script(YES)) as fakes:
+        result, doc = run(pytester, "--sandtable-judge=claude:judge-a", "-p", "xdist", "-n", "2")
+        assert fakes.calls == 3  # the controller loads the domain and judges each transcript once
+    result.assert_outcomes(passed=2, failed=2)
+    assert [(r["criterion"], r["yes"], r["scored"]) for r in doc["judged"]["criteria"]] == [
+        ("confirms", 4, 4), ("states-rate", 2, 2)]

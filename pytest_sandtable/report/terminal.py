@@ -311,11 +311,11 @@ def judged_lines(judged: Mapping[str, Any], secrets: Sequence[str] | None = None
            "exit status)", *_table(rows, JUDGED_HEADERS)]
     if judged["tags"]:
         out += ["", "Judged scores by tag",
-                *_table([_judged_row(f"{r['tag']}: {r['criterion']}", r) for r in judged["tags"]],
+                *_table([_judged_row(f"{r['tag']}: {r['criterion']}", r)[:-1] for r in judged["tags"]],
                         ["tag: criterion", *JUDGED_HEADERS[1:-1]])]
     if judged["tasks"] and len(judged["tasks"]) <= shown_tasks:
         out += ["", "Judged scores by task",
-                *_table([_judged_row(f"{r['task']}: {r['criterion']}", r) for r in judged["tasks"]],
+                *_table([_judged_row(f"{r['task']}: {r['criterion']}", r)[:-1] for r in judged["tasks"]],
                         ["task: criterion", *JUDGED_HEADERS[1:-1]])]
     reasons: dict[str, int] = {}
     for t in judged["trials"]:
