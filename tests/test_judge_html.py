@@ -113,3 +113,15 @@ def test_the_section_in_a_browser(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
             assert errors == []
         finally:
             browser.close()
+
+
+def test_a_big_run_lists_the_first_judged_trials(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_sandtable.report.html as report_html
+
+    monkeypatch.setattr(report_html, "JUDGED_TRIALS_SHOWN", 1)
+    judged = {"judges": ["claude:j"], "criteria": [], "tags": [], "cost": {"total": None}, "calls": 0, "cached": 0,
+              "trials": [{"task": f"t{n}", "trial": 1, "verdict": "passed", "criteria": []} for n in range(3)]}
+    html = render_report({"summary": {"pass_hat": {"1": None}, "tasks": []}, "run": {}, "gate": {}, "trials": [],
+                          "judged": judged})
+    assert html.count('<details class="judged-trial">') == 1
+    assert "2 more judged trials are in results.json (judged.trials)." in html

@@ -131,10 +131,22 @@ def test_a_second_run_with_the_servers_stopped_makes_no_call(
     (pytester.path / "desk.sandtable.yaml").write_text(DESK, encoding="utf-8")
     with fake_judges(monkeypatch, script(YES)):
         _, first = run(pytester, PANEL)
+    # a calibration of this panel on confirms (as `judge calibrate` writes it), where a run reads it
+    from pytest_sandtable.judge.calibrate import question_hash
+
+    (pytester.path / ".sandtable" / "judge-calibration.json").write_text(json.dumps({
+        "format": 1, "judges": ["claude:judge-a", "claude:judge-b", "openai:judge-c"],
+        "criteria": {"desk/confirms": {"calibrated": True,
+                                       "question": question_hash("Did the agent confirm the booking?")}}}))
     # the servers are gone: any call would be refused and void its verdict
     result, again = run(pytester, PANEL)
     assert again["judged"]["calls"] == 0 and again["judged"]["cached"] == 18
-    assert again["judged"]["criteria"] == first["judged"]["criteria"]
+    assert [{**c, "calibrated": None} for c in again["judged"]["criteria"]] == [
+        {**c, "calibrated": None} for c in first["judged"]["criteria"]]
+    assert [(c["criterion"], c["calibrated"]) for c in again["judged"]["criteria"]] == [
+        ("confirms", True), ("states-rate", False)]
+    assert [line.split()[0::8] for line in result.outlines if line.startswith(("confirms ", "states-rate "))] == [
+        ["confirms", "calibrated"], ["states-rate", "uncalibrated"]]
     assert "Void judge verdicts" not in "\n".join(result.outlines)
     assert [line for line in result.outlines if line.startswith("Judges: ")] == [
         "Judges: 0 judge calls, 0 input and 0 output tokens, $0.00 (apart from the agent's and the user's); "

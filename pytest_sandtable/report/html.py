@@ -1177,6 +1177,10 @@ def _marked(text: str, quotes: Sequence[tuple[str, str]]) -> str:
     return "".join(out) + e(text[at:])
 
 
+JUDGED_TRIALS_SHOWN = 500
+"""The judged trials the Judged scores section lists with their evidence; the rest are in results.json."""
+
+
 def _judged_counts(r: Mapping[str, Any]) -> list[str]:
     return [_with_ci(r.get("rate"), r.get("interval")), e(r.get("scored")), e(r.get("void")), e(r.get("split")),
             e(r.get("na")), e(r.get("disagreements"))]
@@ -1205,7 +1209,8 @@ def _judged(judged: Mapping[str, Any] | None) -> str:
     parts.append(f'<p class="muted">{e(judged.get("calls"))} judge calls, {e(judged.get("cached"))} verdicts from '
                  f"the judge cache, cost {e(format_cost(cost.get('total')))} (apart from the agent's and the "
                  "user's)</p><h3>Verdicts and their evidence</h3>")
-    for t in judged.get("trials") or ():
+    judged_trials = list(judged.get("trials") or ())
+    for t in judged_trials[:JUDGED_TRIALS_SHOWN]:
         evidence = t.get("evidence") or {}
         items = []
         quotes: dict[str, list[tuple[str, str]]] = {}
@@ -1228,6 +1233,9 @@ def _judged(judged: Mapping[str, Any] | None) -> str:
         parts.append(f'<details class="judged-trial"><summary>{e(t.get("task"))}[{e(t.get("trial"))}] '
                      f'<span class="muted small">{e(t.get("verdict"))}</span></summary><ul>{"".join(items)}</ul>'
                      f"{lines}</details>")
+    if len(judged_trials) > JUDGED_TRIALS_SHOWN:
+        parts.append(f'<p class="muted">{e(len(judged_trials) - JUDGED_TRIALS_SHOWN)} more judged trials are in '
+                     "results.json (judged.trials).</p>")
     return "".join(parts) + "</section>"
 
 
