@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import authoring, check, compare, importer, mutate, policy_coverage, regrade, runs, schema
+from . import authoring, check, compare, importer, judge, mutate, policy_coverage, regrade, runs, schema
 from .exits import EXIT_ERROR
 
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_subcommands(commands)
     mutate.add_subcommands(commands)
     policy_coverage.add_subcommands(commands)
+    judge.add_subcommands(commands)
     return parser
 
 

@@ -45,6 +45,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                      help="where the regraded results.json and report.html go")
     cmd.add_argument("--prices", metavar="FILE", default=None,
                      help="prices of models without built-in list prices, as the run's --sandtable-prices")
+    cmd.add_argument("--judge", default=None, metavar="SPEC",
+                     help="judge the regraded trials' judge: criteria with this panel (docs/judges.md); verdicts "
+                          "the judge cache (.sandtable/judge-cache) holds cost no call")
     _all_tasks_flag(cmd)
     cmd.set_defaults(func=_regrade)
 
@@ -75,6 +78,12 @@ def _regrade(args: argparse.Namespace) -> int:
             _err(scrub_text(line, secrets))
         return EXIT_ERROR
     with regraded:
+        if args.judge is not None:  # after the regrade: judged scores never reach its verdicts or gate
+            from .judge import judge_regraded
+
+            judged = judge_regraded(regraded.results, files, args.judge)
+            if judged is None:
+                return EXIT_ERROR
         return _written(regraded, files, args)
 
 

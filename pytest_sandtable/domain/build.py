@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import faults, handlers
+from . import faults, handlers, judging
 from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
@@ -57,6 +57,7 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
         version=data["version"],
         tags={tag: _tag_description(d) for tag, d in data.get("tags", {}).items()},
         shared_tags={tag for tag, d in data.get("tags", {}).items() if isinstance(d, dict) and d.get("shared")},
+        judge=judging.build_criteria(data.get("judge", {}), doc.pos, ("judge",)),
     )
     handlers.attach(domain, data)  # `handler` and `clock` (docs/handlers.md)
     return domain
@@ -207,6 +208,7 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             Accept(mutant=a["mutant"], reason=a["reason"], pos=doc.pos(("tasks", i, "accept", j)))
             for j, a in enumerate(t.get("accept", []))
         ),
+        judge=judging.build_criteria(t.get("judge", {}), doc.pos, ("tasks", i, "judge")),
     )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped,unused-ignore]
 
-from . import faults
+from . import faults, judging
 from .build import param_schema
 from .conditions import COMBINATORS, RECORD_OPERATORS, is_operator_object
 from .errors import PathTuple, Problem
@@ -73,6 +73,7 @@ def check(doc: Document) -> tuple[list[Problem], Fields]:
     _tools(c)
     _invariants(c)
     _tasks(c)
+    judging.check_domain(c)  # `judge:` criteria (docs/judges.md)
     _unknown_reads(c)
     c.problems += handler_problems(doc)  # `handler` imports, `clock` times (docs/handlers.md)
     return c.problems, c.fields

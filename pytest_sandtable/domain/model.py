@@ -283,6 +283,26 @@ class Accept:
     pos: Pos | None = field(default=None, compare=False)
 
 
+# What a judged criterion reads of a trial's transcript (docs/judges.md, "Criteria").
+JUDGE_SCOPES = ("all", "final")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A judged criterion (a ``judge:`` entry, of the domain or of a task): a yes/no
+    ``question`` a model judge answers about a trial's transcript, never part of its
+    verdict. What it reads: ``scope`` ``all`` (the whole transcript) or ``final`` (the
+    agent's last message); ``turns``, the agent's messages first to last (from 1);
+    ``after_tool``, what follows the first call of that tool."""
+
+    id: str
+    question: str
+    scope: str = "all"
+    turns: tuple[int, int] | None = None
+    after_tool: str | None = None
+    pos: Pos | None = field(default=None, compare=False)
+
+
 @dataclass
 class Task:
     id: str
@@ -307,6 +327,8 @@ class Task:
     events: list[Event] = field(default_factory=list)
     # mutants of the reference the policy allows, each with its reason (docs/spec.md, "Accepted mutants")
     accept: tuple[Accept, ...] = ()
+    # judged criteria of this task, asked besides the domain's (docs/judges.md); never in the verdict
+    judge: tuple[Criterion, ...] = ()
 
 
 @dataclass
@@ -326,6 +348,12 @@ class Domain:
     sha256: str = ""  # of the file's bytes
     # the simulated clock's start for handlers (`clock: {now}`), ISO 8601 with an offset; None: the default
     clock_now: str | None = None
+    # judged criteria asked of every task's trials (docs/judges.md); never in a verdict
+    judge: tuple[Criterion, ...] = ()
+
+    def criteria_for(self, task: Task) -> tuple[Criterion, ...]:
+        """The judged criteria of a trial of ``task``: the domain's, then the task's."""
+        return self.judge + task.judge
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:

@@ -71,7 +71,15 @@ def _hint(path: PathTuple) -> str:
     problem does not say: an accepted mutant's reason."""
     if len(path) == 5 and path[0] == "tasks" and path[2] == "accept" and path[4] == "reason":
         return "; say why the policy allows this mutant"
+    if _is_criterion(path) or (path[-1:] == ("question",) and _is_criterion(path[:-1])):
+        return "; ask a yes/no question about the agent's messages"
     return ""
+
+
+def _is_criterion(path: PathTuple) -> bool:
+    """Whether ``path`` is a ``judge:`` criterion's, of the domain or of a task."""
+    return (len(path) == 2 and path[0] == "judge") or (
+        len(path) == 4 and path[0] == "tasks" and path[2] == "judge")
 
 
 def _json_schema_keyword(key: str, allowed: list[str]) -> bool:

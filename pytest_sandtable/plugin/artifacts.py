@@ -68,6 +68,8 @@ class RunReport:
     coverage: list[str] = dataclasses.field(default_factory=list)
     # --sandtable-mutate: the mutation run's lines, or the one line saying why it did not run
     mutation: list[str] = dataclasses.field(default_factory=list)
+    # --sandtable-judge: the judged scores' lines (plugin/judging.py)
+    judged: list[str] = dataclasses.field(default_factory=list)
 
 
 class Recorder:
@@ -355,8 +357,11 @@ class Recorder:
         if regression is not None or mutation_checks:
             self._regate(results, [*(regression or ()), *mutation_checks])
         coverage = self._policy_coverage(results)
+        from .judging import judge_results  # after the gate: judged scores never reach it
+
+        judged = judge_results(self.config, results)
         out_dir, write_error = self._write(results)
-        self.report = RunReport(results, out_dir, write_error, comparison, coverage, mutation)
+        self.report = RunReport(results, out_dir, write_error, comparison, coverage, mutation, judged)
         self._apply_exit_status(session, self.report)
 
     def pytest_unconfigure(self) -> None:
@@ -393,6 +398,8 @@ class Recorder:
             if report.mutation:
                 terminalreporter.write_line("")
             for line in report.mutation:
+                terminalreporter.write_line(line)
+            for line in [""] * bool(report.judged) + report.judged:
                 terminalreporter.write_line(line)
         outcome = yield
         if report is not None:

@@ -125,6 +125,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-max-cost", default=None, metavar="USD",
                     help="start no more trials once the trials' recorded cost (from the usage the adapters "
                          "record, at list prices) reaches USD; the run ends with what ran")
+    group.addoption("--sandtable-judge", default=None, metavar="SPEC",
+                    help="judge each graded trial's judge: criteria with a panel of models, e.g. "
+                         "'claude:<model>,openai:<model>'; scores reported beside pass^k, never in a verdict, "
+                         "a gate or the exit status (docs/judges.md)")
+    group.addoption("--sandtable-judge-max-cost", type=float, default=None, metavar="USD",
+                    help="with --sandtable-judge: no more judge calls once the judges spent this much "
+                         "(their verdicts void, 'judge budget reached')")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -223,6 +230,9 @@ class RunConfig:
     # --sandtable-adaptive and its design (k is then the cap); None: every task gets k trials
     adaptive: Adaptive | None = None
     max_cost: float | None = None  # --sandtable-max-cost, USD
+    # --sandtable-judge: the judge panel's spec, checked (judge/spec.py); None: no judging
+    judge: str | None = None
+    judge_max_cost: float | None = None  # --sandtable-judge-max-cost, USD
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -260,6 +270,7 @@ class RunConfig:
         prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
         domain_cache, domain_cache_dir = _domain_cache(config)
+        judge, judge_max_cost = _judge(config, prices)
         agent = str(_opt(config, "agent")).strip()
         return cls(
             k=k,
@@ -294,6 +305,8 @@ class RunConfig:
             mutate=_mutate(config),
             adaptive=adaptive,
             max_cost=_max_cost(config),
+            judge=judge,
+            judge_max_cost=judge_max_cost,
         )
 
 
@@ -516,6 +529,36 @@ def _domain_cache(config: pytest.Config) -> tuple[bool, Path | None]:
     if raw.lower() == "off":
         return False, None
     return True, (Path(base, os.path.expanduser(raw)) if raw else None)
+
+
+def _judge(config: pytest.Config, prices: Mapping[str, Mapping[str, float]] | None
+           ) -> tuple[str | None, float | None]:
+    """--sandtable-judge (its panel parsed here once, so a bad spec stops the run before it
+    starts) and --sandtable-judge-max-cost (every judge then needs a price: a budget that
+    counts a model as free would never be reached)."""
+    spec: str | None = config.getoption("--sandtable-judge")
+    max_cost: float | None = config.getoption("--sandtable-judge-max-cost")
+    if spec is None:
+        if max_cost is not None:
+            raise pytest.UsageError("--sandtable-judge-max-cost needs --sandtable-judge=SPEC")
+        return None, None
+    from ..judge.spec import JudgeSpecError, parse_panel
+
+    try:
+        judges = parse_panel(spec)
+    except JudgeSpecError as e:
+        raise pytest.UsageError(f"--sandtable-judge: {e}") from None
+    if max_cost is not None:
+        if not max_cost >= 0:
+            raise pytest.UsageError(f"--sandtable-judge-max-cost: expected at least 0, got {max_cost:g}")
+        from ..report.prices import builtin_prices, price_for
+
+        known = prices if prices is not None else builtin_prices()
+        unpriced = [j.name for j in judges if price_for(j.model, known) is None]
+        if unpriced:
+            raise pytest.UsageError(f"--sandtable-judge-max-cost: no price for judge {', '.join(unpriced)}; "
+                                    "give one in --sandtable-prices FILE")
+    return spec, max_cost
 
 
 def _temperature(config: pytest.Config) -> float | None:

@@ -42,6 +42,7 @@ import hashlib
 import html
 import io
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -52,7 +53,7 @@ from datetime import datetime
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol, cast
 
-from .fmt import clip, duration, pct, pct_range, plural
+from .fmt import clip, duration, format_cost, pct, pct_range, plural
 from .safe import ENTRY_LIMIT, bounded_trial, not_shown, safe_text, scrub_text, secret_values, shown_items
 from .text import event_note, fault_note
 from .types import (
@@ -203,6 +204,8 @@ def _complete(results: Mapping[str, Any]) -> Results:
         doc["mutation"] = dict(results["mutation"])
     if results.get("adaptive"):  # an adaptive run's
         doc["adaptive"] = results["adaptive"]
+    if results.get("judged"):  # optional: --sandtable-judge
+        doc["judged"] = dict(results["judged"])
     return doc
 
 
@@ -744,6 +747,10 @@ table.diff code.before{color:var(--fail)}table.diff code.after{color:var(--pass)
 details.group{margin:6px 0}details.group>summary{cursor:pointer;color:var(--muted);padding:4px 0}
 footer{color:var(--muted);font-size:12px;text-align:center;padding:20px}
 """
+# the "Judged scores" section's (--sandtable-judge, :func:`_judged`)
+_CSS += """.judged-line{margin:2px 0 2px 12px;white-space:pre-wrap}mark.evidence{background:var(--flakybg);
+color:var(--fg);padding:0 2px;border-radius:2px}.judged .void{color:var(--fail)}.judged-trial{margin:6px 0}
+"""
 
 _JS = """
 (function(){
@@ -1148,6 +1155,92 @@ def _soft_rules(rules: Sequence[SoftRuleRate]) -> str:
         rows.append([f"<code>{e(r['id'])}</code>", e(pct(r["rate"])),
                      e(f"broken in {r['broken']} of {r['applied']} {scope}")])
     return head + '<div class="tablewrap">' + _table(["rule", "broken", ""], rows) + "</div></section>"
+
+
+_CURLY = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def _marked(text: str, quotes: Sequence[tuple[str, str]]) -> str:
+    """``text`` escaped, each of ``quotes`` (quote, who quoted it) in it marked; a quote is
+    found as the judge was held to it: whitespace and curly quotes aside."""
+    spans: list[tuple[int, int, str]] = []
+    for quote, who in quotes:
+        words = quote.translate(_CURLY).strip().strip('"').removesuffix("...").removeprefix("...").split()
+        if not words:
+            continue
+        pattern = r"\s+".join(re.escape(w) for w in words)
+        found = re.search(pattern, text.translate(_CURLY))  # the same length: the indices hold
+        if found:
+            spans.append((found.start(), found.end(), who))
+    out, at = [], 0
+    for start, end, who in sorted(spans, key=lambda s: (s[0], -s[1])):  # the longer of two at one place
+        if start < at:  # overlapping quotes: the earlier mark holds
+            continue
+        out.append(e(text[at:start]) + f'<mark class="evidence" title="{e(who)}">{e(text[start:end])}</mark>')
+        at = end
+    return "".join(out) + e(text[at:])
+
+
+JUDGED_TRIALS_SHOWN = 500
+"""The judged trials the Judged scores section lists with their evidence; the rest are in results.json."""
+
+
+def _judged_counts(r: Mapping[str, Any]) -> list[str]:
+    return [_with_ci(r.get("rate"), r.get("interval")), e(r.get("scored")), e(r.get("void")), e(r.get("split")),
+            e(r.get("na")), e(r.get("disagreements"))]
+
+
+def _judged(judged: Mapping[str, Any] | None) -> str:
+    """Judged soft scores (--sandtable-judge, docs/judges.md): per criterion and tag, then
+    each judged trial's verdicts with the transcript lines the judges quoted, the quotes
+    marked; nothing when absent. Never part of a verdict or the gate, and says so."""
+    if not judged:
+        return ""
+    parts = ['<section id="judged-scores" class="judged"><h2>Judged scores <span class="muted small">(',
+             e(", ".join(judged.get("judges") or ())),
+             "; reported only: never a verdict, a gate or the exit status)</span></h2>"]
+    heads = ["yes", "scored", "void", "split", "n/a", "disagree"]
+    rows = [[f"<code>{e(r.get('criterion'))}</code>", e(r.get("question")), *_judged_counts(r),
+             e("calibrated" if r.get("calibrated") else "uncalibrated")] for r in judged.get("criteria") or ()]
+    parts.append('<div class="tablewrap">' + _table(["criterion", "question", *heads, "calibration"], rows,
+                                                    cls="judged-criteria", num=range(2, 8)) + "</div>")
+    tags = [[e(r.get("tag")), f"<code>{e(r.get('criterion'))}</code>", *_judged_counts(r)]
+            for r in judged.get("tags") or ()]
+    if tags:
+        parts.append("<h3>By tag</h3>" + '<div class="tablewrap">'
+                     + _table(["tag", "criterion", *heads], tags, cls="judged-tags", num=range(2, 8)) + "</div>")
+    cost = judged.get("cost") or {}
+    parts.append(f'<p class="muted">{e(judged.get("calls"))} judge calls, {e(judged.get("cached"))} verdicts from '
+                 f"the judge cache, cost {e(format_cost(cost.get('total')))} (apart from the agent's and the "
+                 "user's)</p><h3>Verdicts and their evidence</h3>")
+    judged_trials = list(judged.get("trials") or ())
+    for t in judged_trials[:JUDGED_TRIALS_SHOWN]:
+        evidence = t.get("evidence") or {}
+        items = []
+        quotes: dict[str, list[tuple[str, str]]] = {}
+        for c in t.get("criteria") or ():
+            verdicts = []
+            for j in c.get("judges") or ():
+                if j.get("void"):
+                    verdicts.append(f'<span class="void">{e(j.get("judge"))}: void, {e(j.get("void"))}</span>')
+                else:
+                    verdicts.append(e(f"{j.get('judge')}: {j.get('verdict')}"))
+                if isinstance(j.get("at"), int) and j.get("quote"):
+                    quotes.setdefault(str(j["at"]), []).append((str(j["quote"]), f"{c.get('criterion')}: "
+                                                                                 f"{j.get('judge')}"))
+            split = " (judges disagree)" if c.get("disagreement") else ""
+            items.append(f"<li><code>{e(c.get('criterion'))}</code> <b>{e(c.get('verdict'))}</b>{e(split)}"
+                         f' <span class="muted small">{"; ".join(verdicts)}</span></li>')
+        lines = "".join(f'<div class="judged-line"><span class="muted">{e(ev.get("label"))}:</span> '
+                        f'{_marked(str(ev.get("text", "")), quotes.get(at, []))}</div>'
+                        for at, ev in sorted(evidence.items(), key=lambda kv: int(kv[0])))
+        parts.append(f'<details class="judged-trial"><summary>{e(t.get("task"))}[{e(t.get("trial"))}] '
+                     f'<span class="muted small">{e(t.get("verdict"))}</span></summary><ul>{"".join(items)}</ul>'
+                     f"{lines}</details>")
+    if len(judged_trials) > JUDGED_TRIALS_SHOWN:
+        parts.append(f'<p class="muted">{e(len(judged_trials) - JUDGED_TRIALS_SHOWN)} more judged trials are in '
+                     "results.json (judged.trials).</p>")
+    return "".join(parts) + "</section>"
 
 
 _COVERAGE_LEVELS = ("boundary", "both-outcomes", "could-fire", "applied", "declared")  # highest first
@@ -1693,6 +1786,7 @@ def _page(doc: Results, placed: _Placed) -> Iterator[str]:
     yield _coverage(doc.get("coverage"))
     yield _mutation(doc.get("mutation"))
     yield _adaptive(doc.get("adaptive"))
+    yield _judged(doc.get("judged"))
     yield _usage(s, placed.total_time, placed.count)
     yield _errored(s["errored_trials"], idx)
     yield from _trials(layout, placed, idx, top)

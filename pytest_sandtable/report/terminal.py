@@ -17,7 +17,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .fmt import one_line, pct, pct_range, plural, secs
+from .fmt import count, format_cost, one_line, pct, pct_range, plural, secs
 from .safe import for_terminal, secret_values
 from .types import ErroredTrial, Latency, PendingItem, SoftRuleRate, Summary, TaskSummary
 from .usage import USAGE_HEADERS, cache_saving_text, cost_rows, replayed_text
@@ -284,3 +284,60 @@ def render_terminal(s: Summary, secrets: Sequence[str] | None = None, *, all_tas
     ]
     keys = secret_values() if secrets is None else secrets
     return for_terminal("\n".join(lines), keys).split("\n")
+
+
+# --------------------------------------------------------------------------- judged scores (--sandtable-judge)
+
+JUDGED_HEADERS = ["criterion", "yes", "95% CI", "scored", "void", "split", "n/a", "disagree", ""]
+"""Column headers of :func:`judged_lines`' tables."""
+
+
+def _judged_row(label: str, row: Mapping[str, Any], note: str = "") -> list[str]:
+    return [label, pct(row["rate"]), _ci(row["interval"]), str(row["scored"]), str(row["void"]),
+            str(row["split"]), str(row["na"]), str(row["disagreements"]), note]
+
+
+def judged_lines(judged: Mapping[str, Any], secrets: Sequence[str] | None = None, *,
+                 shown_tasks: int = 20) -> list[str]:
+    """The terminal's "Judged scores" section (docs/judges.md): per criterion, per tag and
+    (up to ``shown_tasks`` rows) per task, the share of scored trials the panel said yes
+    to; the void verdicts' reasons; the judges' calls, tokens and cost, apart from the
+    agent's and the user's. Every line names what it is never part of."""
+    secrets = secret_values() if secrets is None else secrets
+    multi = len({r["domain"] for r in judged["criteria"]}) > 1
+    rows = [_judged_row(f"{r['domain']}/{r['criterion']}" if multi else r["criterion"], r,
+                        "calibrated" if r["calibrated"] else "uncalibrated") for r in judged["criteria"]]
+    out = ["Judged scores (" + ", ".join(judged["judges"]) + "; reported only: never a verdict, a gate or the "
+           "exit status)", *_table(rows, JUDGED_HEADERS)]
+    if judged["tags"]:
+        out += ["", "Judged scores by tag",
+                *_table([_judged_row(f"{r['tag']}: {r['criterion']}", r)[:-1] for r in judged["tags"]],
+                        ["tag: criterion", *JUDGED_HEADERS[1:-1]])]
+    if judged["tasks"] and len(judged["tasks"]) <= shown_tasks:
+        out += ["", "Judged scores by task",
+                *_table([_judged_row(f"{r['task']}: {r['criterion']}", r)[:-1] for r in judged["tasks"]],
+                        ["task: criterion", *JUDGED_HEADERS[1:-1]])]
+    reasons: dict[str, int] = {}
+    for t in judged["trials"]:
+        for c in t["criteria"]:
+            for j in c["judges"]:
+                if j.get("void"):
+                    reasons[f"{j['judge']}: {j['void']}"] = reasons.get(f"{j['judge']}: {j['void']}", 0) + 1
+    if reasons:
+        total = sum(reasons.values())
+        out += ["", f"Void judge verdicts: {total}"]
+        ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        out += [f"  {n}x {one_line(for_terminal(reason, secrets), 160)}" for reason, n in ranked[:5]]
+        if len(ranked) > 5:
+            out.append(f"  ... and {plural(len(ranked) - 5, 'other reason')}")
+    tokens = [(u.get("input", 0), u.get("output", 0)) for u in judged["usage"].values()]
+    calls = f"{plural(judged['calls'], 'judge call')}"
+    spent = (f"{count(sum(i for i, _ in tokens))} input and {count(sum(o for _, o in tokens))} output tokens, "
+             f"{format_cost(judged['cost']['total'])}")
+    cached = f"{plural(judged['cached'], 'verdict')} from the judge cache"
+    budget = ""
+    if judged.get("max_cost") is not None:
+        budget = f"; budget {format_cost(judged['max_cost'])}" + (" reached" if judged.get("budget_reached") else "")
+    out += ["", f"Judges: {calls}, {spent} (apart from the agent's and the user's); {cached}; "
+                f"{secs(judged['seconds'])}{budget}"]
+    return out

@@ -500,3 +500,4 @@ class Results(TypedDict):
     coverage: NotRequired[list[dict[str, Any]]]  # since 1.4: the policy coverage, per domain file
     mutation: NotRequired[dict[str, Any]]  # since 1.5: --sandtable-mutate's run of the trials' tasks
     adaptive: NotRequired[AdaptiveSection]  # an adaptive run's design and verdicts
+    judged: NotRequired[dict[str, Any]]  # --sandtable-judge: judged soft scores (docs/judges.md), never gating
