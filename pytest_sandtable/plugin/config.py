@@ -557,6 +557,7 @@ class Baseline:
     fail_on_regression: bool
     alpha: float  # the level of the per-task one-sided Fisher exact test
     max_drop: float | None  # points of pass^k
+    alpha_given: bool = False  # --sandtable-regression-alpha given (else an adaptive run uses its design's alpha)
     # the baseline's results.json, read and checked at configure time; None on an xdist
     # worker, where the controller alone compares
     doc: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -594,7 +595,8 @@ def _baseline(config: pytest.Config) -> Baseline | None:
             doc = read_results(path)
         except ResultsError as e:
             raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
-    return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop, doc=doc)
+    return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop,
+                    alpha_given=raw_alpha is not None, doc=doc)
 
 
 def _shown(file: str, config: pytest.Config) -> str:
