@@ -174,3 +174,11 @@ def test_the_decisions_are_the_same_at_any_concurrency_and_under_xdist(project: 
     for doc in (many, shared):  # a trial started before its task settled is recorded, and left out
         drops = doc["adaptive"]["tasks"][0]
         assert all(t > 7 for t in drops["uncounted"])
+
+
+def test_a_regression_level_a_sequential_test_cannot_take_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-regression-alpha=0.6")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-regression-alpha: an adaptive run's regression test takes a "
+                                 "level below 0.5, got 0.6"])
+    assert not project.path.joinpath("out").exists()

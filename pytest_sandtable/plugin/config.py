@@ -255,6 +255,9 @@ class RunConfig:
         prices = _prices(prices_file) if prices_file else None
         fail_under, floors = _gates(config)
         baseline = _baseline(config)
+        if adaptive is not None and baseline is not None and not baseline.alpha < 0.5:  # a sequential test's level
+            raise pytest.UsageError(f"--sandtable-regression-alpha: an adaptive run's regression test takes a level "
+                                    f"below 0.5, got {baseline.alpha:g}")
         record, cassettes = _record(config)
         serve, serve_port = _serve(config, concurrency)
         prompt_cache = _on_off(config, "prompt-cache")
