@@ -11,6 +11,11 @@ are never observed: the verdicts are the same at any ``--sandtable-concurrency``
 same seed. A trial already started when its task settled (a prefetched one) still runs
 and is recorded; the report leaves it out of the verdict (``report.adaptive``).
 
+With a stored baseline (``--sandtable-baseline``), each task the baseline has also runs
+a ``sequential.StoredRegression`` on the same outcomes, taken from the same buffer in the
+same order; the task is settled once both its verdict and its regression test are
+(``report.adaptive.task_settled``), so the decisions stay the same at any concurrency.
+
 Under pytest-xdist the controller decides (:class:`Decider`): the outcomes reach its
 :class:`Needs` as the workers' reports arrive, and what it decides (a task settled, a
 budget spent) it appends to a file of decisions, one JSON line each, which each worker
@@ -21,6 +26,7 @@ sees only its own share of a task's trials.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -34,6 +40,7 @@ import pytest
 
 from ..report.fmt import format_cost
 from ..sequential.design import Design
+from ..sequential.regression import StoredRegression
 from ..sequential.sprt import TaskSequence
 from .config import RunConfig, is_xdist_worker
 
@@ -52,8 +59,20 @@ def task_key(item: Any) -> TaskKey:
     return (str(item.location[0]), str(item.task.id))
 
 
-def settled_reason(seq: TaskSequence) -> str:
-    return f"not needed: task settled {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
+def settled_reason(seq: TaskSequence, reg: StoredRegression | None = None) -> str:
+    reason = f"not needed: task settled {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
+    if reg is not None:
+        reason += f", {reg.verdict} against the baseline after {reg.n}"
+    return reason
+
+
+def regression_alpha(run: RunConfig) -> float:
+    """The level of an adaptive run's regression tests: --sandtable-regression-alpha if
+    given, else the design's alpha."""
+    base, a = run.baseline, run.adaptive
+    if base is not None and (base.alpha_given or a is None):
+        return base.alpha
+    return a.alpha if a is not None else 0.05
 
 
 @dataclass
@@ -63,6 +82,22 @@ class _Task:
     # outcomes that ended before an earlier trial of the task: True / False graded, None errored
     waiting: dict[int, bool | None] = field(default_factory=dict)
     next: int = 0  # position in ``order`` of the next outcome the sequence takes
+    # with a stored baseline that has the task: its regression test, made once the
+    # task's domain name is known (``made``)
+    reg: StoredRegression | None = None
+    made: bool = False
+
+    @property
+    def settled(self) -> bool:
+        from ..report.adaptive import task_settled
+
+        return self.seq is not None and task_settled(self.seq, self.reg)
+
+    def distance(self) -> float:
+        """The nearer of its open tests' distances to a boundary (``TaskSequence.distance``)."""
+        seqs = [s for s in (self.seq, self.reg.sequence if self.reg is not None and self.reg.open else None)
+                if s is not None and s.verdict is None]
+        return min(s.distance() for s in seqs) if seqs else math.inf
 
 
 class Needs:
@@ -76,6 +111,13 @@ class Needs:
         self.design = Design(p0=a.p0, p1=a.p1, alpha=a.alpha, beta=a.beta, cap=a.cap) if a is not None else None
         self.max_trials = a.max_trials if a is not None else None
         self.max_cost = run.max_cost
+        # with --sandtable-baseline (not on a worker: it has no baseline, and decides nothing)
+        self.baseline: dict[tuple[str, str], tuple[int, int]] | None = None
+        if self.design is not None and run.baseline is not None and run.baseline.doc is not None and told is None:
+            from ..report.adaptive import baseline_counts
+
+            self.baseline = baseline_counts(run.baseline.doc)
+        self.regression_alpha = regression_alpha(run)
         self.tasks: dict[TaskKey, _Task] = {}
         self.names: dict[TaskKey, tuple[str, str]] = {}  # (domain name, task id), as results name them
         self.handed = 0  # trials handed out (started because they were needed)
@@ -145,10 +187,10 @@ class Needs:
 
         def nearest(n: int) -> tuple[int, bool, float, int]:
             key = task_key(items[slots[n]])
-            seq = self.tasks[key].seq
-            if seq is None or seq.verdict is not None:
+            task = self.tasks[key]
+            if task.seq is None or task.settled:
                 return (self._files.get(key[0], 0), True, 0.0, n)
-            return (self._files.get(key[0], 0), False, seq.distance(), n)
+            return (self._files.get(key[0], 0), False, task.distance(), n)
 
         moved = [items[slots[n]] for n in sorted(range(len(slots)), key=nearest)]
         for k in [k for k, v in self._last.items() if v == r + 1]:
@@ -178,9 +220,8 @@ class Needs:
         if self._told is not None:
             return self._told.why_not(task_key(item))
         task = self.tasks.get(task_key(item))
-        seq = task.seq if task is not None else None
-        if seq is not None and seq.verdict is not None:
-            return settled_reason(seq)
+        if task is not None and task.seq is not None and task.settled:
+            return settled_reason(task.seq, task.reg)
         budget = self._budget_spent()
         if budget is not None and now:
             self.stopped = self.stopped or budget[0]
@@ -221,7 +262,7 @@ class Needs:
         key = (location.rpartition(":")[0] if ":" in location else location, str(data.get("task")))
         self.names[key] = (str(data.get("domain")), key[1])
         task = self.tasks.get(key)
-        counted = task is None or task.seq is None or task.seq.verdict is None
+        counted = task is None or task.seq is None or not task.settled
         if counted:
             self.handed += 1
         self.cost += self._cost_of(data.get("usage"), bool(data.get("replayed")))
@@ -239,12 +280,24 @@ class Needs:
             task.order.append(trial)
             task.order.sort()
         task.waiting[trial] = outcome
+        if not task.made and task.seq is not None and key in self.names:
+            task.made = True
+            found = self.baseline.get(self.names[key]) if self.baseline is not None else None
+            if found is not None:
+                from ..report.adaptive import stored_regression
+
+                task.reg = stored_regression(found, task.seq.design, self.regression_alpha)
         while task.next < len(task.order) and task.order[task.next] in task.waiting:
             got = task.waiting.pop(task.order[task.next])
             task.next += 1
-            if got is not None and task.seq is not None and task.seq.verdict is None:
-                if task.seq.observe(got) is not None:
-                    self._tell({"file": key[0], "task": key[1], "reason": settled_reason(task.seq)})
+            if got is None or task.seq is None or task.settled:
+                continue
+            if task.seq.verdict is None:
+                task.seq.observe(got)
+            if task.reg is not None and task.reg.verdict is None:
+                task.reg.observe(got)
+            if task.settled:
+                self._tell({"file": key[0], "task": key[1], "reason": settled_reason(task.seq, task.reg)})
 
     def _tell(self, decision: dict[str, str]) -> None:
         """The controller's decision, one JSON line appended to the file the workers read."""

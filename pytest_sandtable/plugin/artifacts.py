@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..report.gates import GateCheck
     from ..report.results_json import RunMeta
     from ..report.spool import Alike, TrialSpool
-    from ..report.types import Results
+    from ..report.types import AdaptiveSection, Results
 
 __all__ = ["Recorder", "RunReport", "crashed_trial", "trial_ended"]
 
@@ -441,10 +441,17 @@ class Recorder:
             needs = run_state(self.config).needs
         if needs is not None:
             tasks, stopped = needs.collected_names(), needs.stopped
+        baseline = None
+        if run.baseline is not None and run.baseline.doc is not None:
+            from ..report.adaptive import baseline_counts
+
+            baseline = baseline_counts(run.baseline.doc)
+        from .adaptive import regression_alpha
+
         section = adaptive_section(
             {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
              "max_trials": a.max_trials, "max_cost": run.max_cost},
-            trials, tasks=tasks, stopped=stopped)
+            trials, tasks=tasks, stopped=stopped, baseline=baseline, regression_alpha=regression_alpha(run))
         honest_intervals(results["summary"], section)
         honest_intervals({"tasks": results["tasks"]}, section)
         results["adaptive"] = section
@@ -467,11 +474,10 @@ class Recorder:
             lines = [f"sandtable: cannot compare with the baseline: {e}"]
         else:
             checks = regression_checks(cmp, base.max_drop)
-            lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
-            if self.run.adaptive is not None:  # Fisher's test holds for a sample size fixed in advance
-                lines.append("sandtable: the comparison uses Fisher's exact test, whose false-regression rate holds "
-                             "only for a number of trials fixed in advance, not after adaptive stopping: read it "
-                             "as a hint (docs/adaptive.md)")
+            if self.run.adaptive is not None and "adaptive" in results:
+                lines, checks = _sequential_regression(results["adaptive"], checks, base.fail_on_regression)
+            else:
+                lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
         return lines, (checks if base.fail_on_regression else None)
 
     def _regate(self, results: Results, checks: list[GateCheck]) -> None:
@@ -771,6 +777,41 @@ def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[Trial
         )
 
     return [t if t.agent and t.user else named(t) for t in trials]
+
+
+def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],
+                           gated: bool) -> tuple[list[str], list[GateCheck]]:
+    """An adaptive run against a stored baseline: the terminal's lines and the gate's checks
+    from the section's sequential regression tests (e-BH across tasks), in place of Fisher's
+    test, which does not hold after adaptive stopping. Of ``fisher``'s checks only the
+    critical-task rule (any drop of a critical task) and ``--sandtable-max-drop`` are kept,
+    as separate rules; ``gated``: the gate's lines will show the checks."""
+    from ..report.adaptive import regression_line, task_name
+    from ..report.fmt import plural
+    from ..report.gates import GateCheck
+
+    part = section.get("regression")
+    if part is None:  # the baseline was not read (cannot be: the controller reads it)
+        return [], fisher
+    how = f"sequential, e-BH at alpha {part['alpha']:g}"
+    several = len({t["domain"] for t in section["tasks"]}) > 1
+    by_name = {task_name(t["domain"], t["task"], several): t for t in section["tasks"] if "regression" in t}
+    checks = []
+    for name in part["flagged"]:
+        r = by_name[name]["regression"]
+        checks.append(GateCheck(False, f"task {name} regressed from {r['baseline'][0]}/{r['baseline'][1]} in the "
+                                       f"baseline ({how}: e-value {r['e_value']:.3g} after "
+                                       f"{plural(r['graded'], 'graded trial')})"))
+    kept = [c for c in fisher if not c.text.startswith(("task ", "no regression from the baseline"))]
+    checks += [c for c in kept if not c.passed]
+    if not checks:
+        checks.append(GateCheck(True, f"no regression from the baseline: {plural(part['tasks'], 'task')} tested "
+                                      f"sequentially, none flagged ({how}) and no critical task dropped"))
+    checks += [c for c in kept if c.passed]
+    lines = [f"sandtable: {regression_line(part)}"]
+    if not gated:
+        lines += [f"  {c.text}" for c in kept if not c.passed]
+    return lines, checks
 
 
 def _stopped_early(session: pytest.Session) -> str | None:

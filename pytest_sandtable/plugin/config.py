@@ -265,6 +265,9 @@ class RunConfig:
         prices = _prices(prices_file) if prices_file else None
         fail_under, floors = _gates(config)
         baseline = _baseline(config)
+        if adaptive is not None and baseline is not None and not baseline.alpha < 0.5:  # a sequential test's level
+            raise pytest.UsageError(f"--sandtable-regression-alpha: an adaptive run's regression test takes a level "
+                                    f"below 0.5, got {baseline.alpha:g}")
         record, cassettes = _record(config)
         serve, serve_port = _serve(config, concurrency)
         prompt_cache = _on_off(config, "prompt-cache")
@@ -600,6 +603,7 @@ class Baseline:
     fail_on_regression: bool
     alpha: float  # the level of the per-task one-sided Fisher exact test
     max_drop: float | None  # points of pass^k
+    alpha_given: bool = False  # --sandtable-regression-alpha given (else an adaptive run uses its design's alpha)
     # the baseline's results.json, read and checked at configure time; None on an xdist
     # worker, where the controller alone compares
     doc: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -637,7 +641,8 @@ def _baseline(config: pytest.Config) -> Baseline | None:
             doc = read_results(path)
         except ResultsError as e:
             raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
-    return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop, doc=doc)
+    return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop,
+                    alpha_given=raw_alpha is not None, doc=doc)
 
 
 def _shown(file: str, config: pytest.Config) -> str:

@@ -1347,10 +1347,11 @@ def _mutation(mutation: Mapping[str, Any] | None) -> str:
 def _adaptive(section: Mapping[str, Any] | None) -> str:
     """An adaptive run's design, each task's sequential verdict with its trials and
     anytime-valid interval, and the trials it spent against a fixed k (docs/results.md,
-    "Adaptive runs"); nothing in other runs."""
+    "Adaptive runs"); with a stored baseline, each task's regression test and the tasks
+    e-BH flags; nothing in other runs."""
     if not section:
         return ""
-    from .adaptive import saving_line, shown_verdict
+    from .adaptive import regression_cell, regression_line, saving_line, shown_verdict
 
     badge = {"reliable": "passed", "unreliable": "failed", "inconclusive": "flaky", "open": "skipped"}
     d = section.get("design") or {}
@@ -1361,6 +1362,17 @@ def _adaptive(section: Mapping[str, Any] | None) -> str:
              e(t.get("stopped_at") if t.get("stopped_at") is not None else "–"),
              e(", ".join(map(str, t.get("uncounted") or ())) or "–")]
             for t in section.get("tasks") or ()]
+    part = section.get("regression")
+    headers = ["task", "verdict", "graded trials", "passed", "anytime 95% CI", "e-value", "stopped at",
+               "uncounted trials"]
+    regression = ""
+    if isinstance(part, Mapping):
+        headers.append("against the baseline")
+        for row, t in zip(rows, section.get("tasks") or ()):
+            row.append(e(regression_cell(t)))  # type: ignore[arg-type]
+        regression = (f'<p class="regression"><strong>{e(regression_line(part))}</strong> '  # type: ignore[arg-type]
+                      '<span class="muted">(each task against the stored baseline\'s exact lower bound; e-BH '
+                      "bounds the share of false alarms among the flagged tasks)</span></p>")
     return ('<section id="adaptive"><h2>Adaptive trials <span class="muted small">(each task stopped once its '
             "verdict was settled)</span></h2>"
             f'<p class="muted">reliable: a pass rate of at least {e(d.get("p0"))} (alpha {e(d.get("alpha"))}); '
@@ -1368,9 +1380,8 @@ def _adaptive(section: Mapping[str, Any] | None) -> str:
             "task. Intervals are anytime-valid (they hold however the run stopped), not Wilson; pass^j counts a "
             "task only with at least j graded trials of this adaptive sample.</p>"
             '<div class="tablewrap">'
-            + _table(["task", "verdict", "graded trials", "passed", "anytime 95% CI", "e-value", "stopped at",
-                      "uncounted trials"], rows, cls="adaptive", num=(2, 3, 5, 6))
-            + f'</div><p class="saving">{e(saving_line(section))}</p></section>')  # type: ignore[arg-type]
+            + _table(headers, rows, cls="adaptive", num=(2, 3, 5, 6))
+            + f'</div><p class="saving">{e(saving_line(section))}</p>{regression}</section>')  # type: ignore[arg-type]
 
 
 def _cost_notes(cost: object) -> str:

@@ -459,6 +459,16 @@ class AdaptiveDesign(TypedDict):
     max_cost: float | None  # --sandtable-max-cost, USD
 
 
+class AdaptiveTaskRegression(TypedDict):
+    """With a stored baseline: one task's sequential regression test (sequential.StoredRegression)."""
+
+    verdict: str  # regressed | no-regression | inconclusive | open
+    e_value: float  # the likelihood ratio of a drop against the baseline's floor, at the stop
+    graded: int  # graded trials the test counted
+    floor: float  # the baseline's exact lower bound at alpha/2
+    baseline: list[int]  # [passes, graded] of the task in the baseline
+
+
 class AdaptiveTask(TypedDict):
     """One task of an adaptive run: its verdict and what it rests on."""
 
@@ -473,6 +483,17 @@ class AdaptiveTask(TypedDict):
     e_value: float  # the likelihood ratio of p1 against p0 at the stop
     interval: Interval  # the anytime-valid 95% interval of its pass rate
     uncounted: list[int]  # trials recorded after it settled (started before): not in its verdict
+    regression: NotRequired[AdaptiveTaskRegression]  # with a stored baseline that has the task
+
+
+class AdaptiveRegression(TypedDict):
+    """With a stored baseline: the tasks e-BH flags from their stopped regression e-values."""
+
+    design: str  # "stored"
+    alpha: float
+    method: str  # "e-BH"
+    tasks: int  # tasks with a regression test (in the baseline and in this run)
+    flagged: list[str]  # task names (domain/task with several domains), largest e-value first
 
 
 class AdaptiveSection(TypedDict):
@@ -484,6 +505,7 @@ class AdaptiveSection(TypedDict):
     stopped: str | None  # max_trials | max_cost: the budget that stopped the run, if one did
     counts: dict[str, int]  # tasks per verdict
     tasks: list[AdaptiveTask]
+    regression: NotRequired[AdaptiveRegression]  # with --sandtable-baseline
 
 
 class Results(TypedDict):

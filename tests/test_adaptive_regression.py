@@ -1,0 +1,184 @@
+"""--sandtable-adaptive against a stored baseline (--sandtable-baseline): per task the
+baseline has, a sequential regression test on the same graded outcomes as the task's
+verdict; a task runs until both are settled; e-BH across tasks flags the regressed ones,
+in the terminal, results.json and the gate (--sandtable-fail-on-regression)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_sandtable.report.results_json import validate_results
+
+pytest_plugins = ["pytester"]
+
+TASK = """\
+  - id: {id}
+    user: {{ opening: "Read note n-1 please.", script: ["Thanks."] }}
+    expect: {{ called: [read_note] }}
+"""
+
+DOMAIN = """\
+version: 1
+name: planted
+world:
+  notes:
+    key: id
+    rows:
+      - { id: n-1, text: hello }
+tools:
+  - name: read_note
+    params: { id: { type: string } }
+    ops:
+      - get: { table: notes, key: $id }
+tasks:
+""" + "".join(TASK.format(id=t) for t in ("drops", "steady", "fresh"))
+
+# pass or fail planted by (task, trial): every task always passes, except that with the
+# file "mode" saying "drop", task drops passes only its even trials (from 1.0 to 0.5)
+AGENT = """\
+from pathlib import Path
+
+
+def passes(task, trial):
+    mode = Path(__file__).with_name("mode")
+    if task == "drops" and mode.exists() and mode.read_text() == "drop":
+        return trial % 2 == 0
+    return True
+
+
+def agent(turn):
+    if len(turn.messages) == 1 and passes(turn.trial.task_id, turn.trial.trial):
+        turn.call_tool("read_note", {"id": "n-1"})
+    return "Done."
+
+
+agent.inline = True
+
+
+async def slow(turn):
+    import asyncio
+
+    # later trials end first: outcomes reach the sequences out of order
+    await asyncio.sleep(0.002 * (40 - turn.trial.trial))
+    return agent(turn)
+"""
+
+ADAPTIVE = ["--sandtable-adaptive", "--sandtable-k=32", "--sandtable-baseline=base", "--sandtable-out=out",
+            "-p", "no:randomly"]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A baseline of 32 fixed trials of drops and steady, all passing (fresh is not in it)."""
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("planted.py").write_text(AGENT, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(pytester.path))
+    base = pytester.runpytest("--sandtable-agent=planted:agent", "--sandtable-k=32", "--sandtable-out=base",
+                              "-p", "no:randomly", "-k", "drops or steady")
+    assert base.ret == 0, base.stdout.str()
+    return pytester
+
+
+def _results(p: pytest.Pytester) -> dict:
+    doc = json.loads(Path(p.path, "out", "results.json").read_text(encoding="utf-8"))
+    validate_results(doc)
+    return doc
+
+
+def _decided(doc: dict) -> list[tuple]:
+    return [(e["task"], e["verdict"], e["graded"], e["passes"], e["stopped_at"],
+             e["regression"]["verdict"] if "regression" in e else None,
+             e["regression"]["graded"] if "regression" in e else None,
+             round(e["regression"]["e_value"], 9) if "regression" in e else None)
+            for e in doc["adaptive"]["tasks"]]
+
+
+def test_a_task_that_dropped_is_flagged_and_fails_the_gate(project: pytest.Pytester) -> None:
+    project.path.joinpath("mode").write_text("drop", encoding="utf-8")
+    result = project.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-fail-on-regression", "-rs")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # drops settles unreliable at its 3rd trial and keeps running until its regression
+    # test says regressed, at its 7th; steady is reliable at 16 (no-regression at 8)
+    result.stdout.fnmatch_lines([
+        "task            adaptive verdict    graded trials    passed    anytime 95% CI    e-value    "
+        "against the baseline",
+        "planted/drops   unreliable          3                1/3       0-93%             0.0273     "
+        "regressed after 7 (32/32 before, e-value 58)",
+        "planted/fresh   reliable            16               16/16     69-100%           21.8       "
+        "not in the baseline",
+        "planted/steady  reliable            16               16/16     69-100%           21.8       "
+        "no-regression after 8 (32/32 before, e-value 0.0375)",
+    ])
+    result.stdout.fnmatch_lines([
+        "sandtable: regressed (sequential, e-BH at alpha 0.05): drops",
+        "sandtable gate failed: task drops regressed from 32/32 in the baseline (sequential, e-BH at alpha 0.05: "
+        "e-value 58 after 7 graded trials)",
+    ])
+    result.stdout.fnmatch_lines([
+        "SKIPPED [25] sandtable.yaml:14: not needed: task settled unreliable after 3 graded trials, regressed "
+        "against the baseline after 7",
+        "SKIPPED [16] sandtable.yaml:17: not needed: task settled reliable after 16 graded trials, no-regression "
+        "against the baseline after 8",
+        "SKIPPED [16] sandtable.yaml:20: not needed: task settled reliable after 16 graded trials",
+    ], consecutive=False)
+    assert "Fisher" not in result.stdout.str()
+    doc = _results(project)
+    assert _decided(doc) == [
+        ("drops", "unreliable", 3, 1, 3, "regressed", 7, 58.049029372),
+        ("fresh", "reliable", 16, 16, 16, None, None, None),
+        ("steady", "reliable", 16, 16, 16, "no-regression", 8, 0.037489824),
+    ]
+    drops = doc["adaptive"]["tasks"][0]
+    assert drops["regression"]["baseline"] == [32, 32] and drops["trials"] == 7 and drops["uncounted"] == []
+    assert doc["adaptive"]["regression"] == {"design": "stored", "alpha": 0.05, "method": "e-BH", "tasks": 2,
+                                             "flagged": ["drops"]}
+    assert doc["gate"]["passed"] is False
+    assert [c["text"] for c in doc["gate"]["checks"] if not c["passed"]] == [
+        "task drops regressed from 32/32 in the baseline (sequential, e-BH at alpha 0.05: e-value 58 after 7 "
+        "graded trials)"]
+    html = project.path.joinpath("out", "report.html").read_text(encoding="utf-8")
+    assert "regressed (sequential, e-BH at alpha 0.05): drops" in html
+
+
+def test_an_unchanged_run_is_not_flagged_and_passes_the_gate(project: pytest.Pytester) -> None:
+    result = project.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-fail-on-regression",
+                               "--sandtable-regression-alpha=0.01")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["sandtable: no task regressed (sequential, e-BH at alpha 0.01; 2 tasks in the "
+                                 "baseline)"])
+    doc = _results(project)
+    assert doc["adaptive"]["regression"] == {"design": "stored", "alpha": 0.01, "method": "e-BH", "tasks": 2,
+                                             "flagged": []}
+    assert [(e["task"], e["regression"]["verdict"]) for e in doc["adaptive"]["tasks"] if "regression" in e] == [
+        ("drops", "no-regression"), ("steady", "no-regression")]
+    assert [c["text"] for c in doc["gate"]["checks"]] == [
+        "no regression from the baseline: 2 tasks tested sequentially, none flagged (sequential, e-BH at alpha "
+        "0.01) and no critical task dropped"]
+
+
+def test_the_decisions_are_the_same_at_any_concurrency_and_under_xdist(project: pytest.Pytester) -> None:
+    project.path.joinpath("mode").write_text("drop", encoding="utf-8")
+    project.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE)
+    alone = _results(project)
+    project.runpytest("--sandtable-agent=planted:slow", *ADAPTIVE, "--sandtable-concurrency=6")
+    many = _results(project)
+    project.runpytest_subprocess("--sandtable-agent=planted:slow", *ADAPTIVE, "-p", "xdist", "-n", "2",
+                                 "--sandtable-concurrency=3")
+    shared = _results(project)
+    assert _decided(many) == _decided(shared) == _decided(alone)
+    assert many["adaptive"]["regression"] == shared["adaptive"]["regression"] == alone["adaptive"]["regression"]
+    assert alone["adaptive"]["regression"]["flagged"] == ["drops"]
+    for doc in (many, shared):  # a trial started before its task settled is recorded, and left out
+        drops = doc["adaptive"]["tasks"][0]
+        assert all(t > 7 for t in drops["uncounted"])
+
+
+def test_a_regression_level_a_sequential_test_cannot_take_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-regression-alpha=0.6")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-regression-alpha: an adaptive run's regression test takes a "
+                                 "level below 0.5, got 0.6"])
+    assert not project.path.joinpath("out").exists()
