@@ -10,13 +10,14 @@ is a report, never the run's end.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import orjson
 
 from .spans import record_trial
 
@@ -95,7 +96,7 @@ class RunTelemetry:
         self.sides = {"agent": agent, "user": user}  # the run's specs, for a trial that names neither
         # None: the spans are kept here and exported at finish; else (tests) each goes to it as it ends
         self.collected = InMemorySpanExporter() if exporter is None else None
-        self.provider = TracerProvider(resource=Resource.create({
+        self.provider = TracerProvider(shutdown_on_exit=False, resource=Resource.create({
             "service.name": "pytest-sandtable", "service.version": __version__}))
         self.provider.add_span_processor(SimpleSpanProcessor(self.collected or exporter))
         self.tracer = self.provider.get_tracer(SCOPE, __version__)
@@ -139,9 +140,9 @@ class RunTelemetry:
             return f"sandtable: telemetry: {TRACES_FILE} not written: the run folder was not written"
         path = out_dir / TRACES_FILE
         try:
-            doc = otlp_json(spans)
-            write_atomic(path, lambda f: f.write(json.dumps(doc, ensure_ascii=False).encode("utf-8")))
-        except (OSError, ValueError, TypeError) as e:
+            data = orjson.dumps(otlp_json(spans))
+            write_atomic(path, data)
+        except (OSError, ValueError, TypeError) as e:  # orjson.JSONEncodeError is a TypeError
             return f"sandtable: telemetry: could not write {path}: {e}"
         return f"sandtable: telemetry: {len(spans):,} spans in {TRACES_FILE}"
 
