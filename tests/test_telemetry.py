@@ -25,6 +25,9 @@ tasks:
   - id: over-the-ceiling
     faults:
       - { tool: book_load, kind: timeout, calls: 1, after_commit: true }
+    events:
+      - after: { tool: verify_carrier, call: 1 }
+        update: { table: carriers, key: "100101", set: { name: Blue Ridge Freight } }
     user:
       persona: A dispatcher at Blue Ridge Haulers.
       instructions: Book L-1001.
@@ -152,7 +155,10 @@ def test_the_span_tree_of_a_trial(desk: st.Domain, agent: Any) -> None:
         "gen_ai.tool.call.id": "call-0", "gen_ai.tool.call.arguments": '{"mc_number": "100101"}',
         "sandtable.call.index": 0, "sandtable.tool.ok": True, "sandtable.time.estimated": True,
     }
-    assert verify.events == () and verify.status.status_code.name == "UNSET"
+    assert [(e.name, dict(e.attributes)) for e in verify.events] == [
+        ("sandtable.event", {"sandtable.event.index": 1, "sandtable.event.op": "update",
+                             "sandtable.event.table": "carriers", "sandtable.event.key": "100101"})]
+    assert verify.status.status_code.name == "UNSET"
     book_attrs = dict(book.attributes)
     assert (book_attrs["sandtable.tool.ok"], book_attrs["error.type"]) == (False, "504")
     assert book.status.status_code.name == "ERROR"
@@ -193,6 +199,17 @@ def test_a_secret_in_a_tool_argument_never_reaches_a_span(desk: st.Domain, agent
     arguments = dict(verify.attributes)["gen_ai.tool.call.arguments"]
     assert arguments.startswith('{"mc_number": "[redacted]", "note": "xxx')
     assert arguments.endswith("… [clipped: 50,039 characters]") and len(arguments) == 1_000
+
+
+def test_an_errored_trial_is_an_error_span_saying_why(desk: st.Domain, agent: Any) -> None:
+    trial = st.run_trial(desk, "over-the-ceiling", agent, st.ScriptedUser()).to_dict()
+    why = "the domain failed running book_load: KeyError: 'rate'"
+    trial.update(verdict="errored", error=why)
+    memory = InMemorySpanExporter()
+    RunTelemetry("json", exporter=memory).add(trial, 1_780_000_000.0)
+    (root,) = [s for s in memory.get_finished_spans() if s.parent is None]
+    assert (root.status.status_code.name, root.status.description) == ("ERROR", f"errored: {why}")
+    assert dict(root.attributes)["sandtable.error"] == why
 
 
 # --------------------------------------------------------------------------- a run's traces.json
