@@ -43,12 +43,13 @@ MAY_IMPORT: Mapping[str, tuple[str, ...]] = {
     "authoring": ("authoring", "adapters", "report", "engine", "domain"),
     "serve": ("serve", "engine", "domain"),
     "plugin": ("plugin", "serve", "proxy", "judge", "adapters", "mutate", "sequential", "policy_coverage", "report",
-               "engine", "domain"),
+               "telemetry", "engine", "domain"),
     "importer": ("importer", "report", "engine", "domain"),
     "mutate": ("mutate", "policy_coverage", "report", "engine", "domain"),
     "policy_coverage": ("policy_coverage", "report", "engine", "domain"),
     "judge": ("judge", "adapters", "report", "engine", "domain"),
     "proxy": ("proxy", "adapters", "report", "engine", "domain"),
+    "telemetry": ("telemetry", "report", "engine", "domain"),
     "cli": ("cli", "authoring", "importer", "mutate", "policy_coverage", "judge", "adapters", "sequential", "report",
             "engine", "domain"),
 }
@@ -75,6 +76,7 @@ FORBIDDEN: Mapping[str, tuple[str, ...]] = {
     "sequential": _NOT_PYTEST + _NOT_HTTP,
     "judge": _NOT_PYTEST,
     "proxy": _NOT_PYTEST,
+    "telemetry": _NOT_PYTEST + _NOT_HTTP,
 }
 
 
@@ -272,6 +274,21 @@ def test_imports_run_one_way_between_the_layers() -> None:
     assert not problems, "layering broken:\n" + "\n".join(problems)
 
 
+def test_only_telemetry_imports_opentelemetry_and_only_lazily() -> None:
+    """OpenTelemetry is an optional extra (``otel``): outside ``telemetry/`` nothing imports
+    it, and in it only functions do (importing the package never needs it)."""
+    found = [f"{imp.where()} imports {imp.what()}" for imp in package_imports(PACKAGE_DIR)
+             if imp.target.split(".")[0] == "opentelemetry" and layer_of(imp.importer) != "telemetry"]
+    for path in sorted((PACKAGE_DIR / "telemetry").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:  # module level: what importing the module runs
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}:{node.lineno} imports {n} at module level" for n in names
+                      if n.split(".")[0] == "opentelemetry"]
+    assert found == []
+
+
 def test_no_import_cycles_between_modules() -> None:
     problems = cycle_problems(PACKAGE_DIR)
     assert not problems, "\n".join(problems)
@@ -320,7 +337,7 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
     })
     assert layer_problems(toy) == [
         "toy/helpers.py: toy.helpers is in no layer (domain, sequential, engine, report, adapters, authoring, serve, "
-        "plugin, importer, mutate, policy_coverage, judge, proxy, cli)",
+        "plugin, importer, mutate, policy_coverage, judge, proxy, telemetry, cli)",
         "toy/adapters/claude.py:2: toy.adapters.claude imports toy.report.summary: "
         "adapters may import only adapters, engine, domain",
         "toy/cli/main.py:1: toy.cli.main imports toy.plugin.hooks: cli may import only cli, authoring, importer, "
@@ -329,7 +346,7 @@ def test_the_checker_finds_upward_imports_forbidden_libraries_and_stray_modules(
         "toy/engine/world.py:5: toy.engine.world imports toy.report.summary (under TYPE_CHECKING): "
         "engine may import only engine, domain",
         "toy/plugin/hooks.py:2: toy.plugin.hooks imports toy.cli.main: plugin may import only plugin, serve, "
-        "proxy, judge, adapters, mutate, sequential, policy_coverage, report, engine, domain",
+        "proxy, judge, adapters, mutate, sequential, policy_coverage, report, telemetry, engine, domain",
         "toy/report/summary.py:1: toy.report.summary imports httpx: "
         "report must not import pytest, _pytest, xdist, anthropic, httpx",
         "toy/report/summary.py:2: toy.report.summary imports _pytest.nodes: "

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import RUN_STATE, RunConfig, is_xdist_worker
+from .telemetry import ended_at, run_telemetry
 
 if TYPE_CHECKING:
     from ..engine.results import TrialResult
@@ -108,6 +109,9 @@ class Recorder:
         self._sigterm = _stop_on_sigterm()  # the handler it replaced, put back at unconfigure
         # on the xdist controller of an adaptive run or one with a budget: what decides (plugin.adaptive)
         self.decider: Any = config.pluginmanager.get_plugin("sandtable-decider")
+        # --sandtable-otel: each recorded trial's spans (plugin/telemetry.py); its line at the end
+        self.otel = run_telemetry(self.run, self.worker) if self.run.otel else None
+        self.otel_lines: list[str] = []
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -249,12 +253,16 @@ class Recorder:
         if result is not None:
             if final:
                 self._spool().add_fresh(result)
+                if self.otel is not None:
+                    self.otel.add(result.to_dict(), ended_at(report))
         else:
             data = vars(report).pop("sandtable", None)  # from a worker (or pytest_handlecrashitem)
             if data is None:
                 if report.failed:
                     self.foreign_failures += 1
             elif final:
+                if self.otel is not None:
+                    self.otel.add(data, ended_at(report))
                 self._spool().add_stored(data)
                 if self.decider is not None:  # the xdist controller decides which trials are still needed
                     self.decider.needs.ended_stored(data)
@@ -361,6 +369,8 @@ class Recorder:
 
         judged = judge_results(self.config, results)
         out_dir, write_error = self._write(results)
+        if self.otel is not None:
+            self.otel_lines = self.otel.finish(out_dir)
         self.report = RunReport(results, out_dir, write_error, comparison, coverage, mutation, judged)
         self._apply_exit_status(session, self.report)
 
@@ -607,6 +617,8 @@ class Recorder:
             terminalreporter.write_line(report.write_error, red=True, bold=True)
         if self.collection_errors:
             terminalreporter.write_line(collection_errors_line(self._broken_domains()), red=True, bold=True)
+        for line in self.otel_lines:  # --sandtable-otel
+            terminalreporter.write_line(line, yellow="could not" in line or "not written" in line)
         budget = self._budget_line()
         if budget:
             terminalreporter.write_line(budget, yellow=True)

@@ -132,6 +132,13 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-judge-max-cost", type=float, default=None, metavar="USD",
                     help="with --sandtable-judge: no more judge calls once the judges spent this much "
                          "(their verdicts void, 'judge budget reached')")
+    group.addoption("--sandtable-otel", default=None, metavar="json|otlp",
+                    help="OpenTelemetry spans of each trial, its turns, tool calls and model use: 'json' writes "
+                         "traces.json beside results.json, 'otlp' sends them over OTLP/HTTP (the 'otel' extra; "
+                         "docs/telemetry.md)")
+    group.addoption("--sandtable-otel-endpoint", default=None, metavar="URL",
+                    help="with --sandtable-otel=otlp: the OTLP/HTTP collector's base URL "
+                         "(default: $OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318)")
     parser.addini("sandtable_k", "trials per task", default="1")
     parser.addini("sandtable_timeout", "timeout of one model or endpoint call, seconds", default="60")
     parser.addini("sandtable_trial_timeout", "timeout of a whole trial, seconds", default="900")
@@ -233,6 +240,9 @@ class RunConfig:
     # --sandtable-judge: the judge panel's spec, checked (judge/spec.py); None: no judging
     judge: str | None = None
     judge_max_cost: float | None = None  # --sandtable-judge-max-cost, USD
+    otel: str | None = None  # --sandtable-otel: json | otlp; None: no telemetry
+    # with otlp: the collector's base URL (--sandtable-otel-endpoint, else $OTEL_EXPORTER_OTLP_ENDPOINT)
+    otel_endpoint: str | None = None
 
     @classmethod
     def load(cls, config: pytest.Config) -> RunConfig:
@@ -275,6 +285,7 @@ class RunConfig:
         domain_cache, domain_cache_dir = _domain_cache(config)
         judge, judge_max_cost = _judge(config, prices)
         agent = str(_opt(config, "agent")).strip()
+        otel, otel_endpoint = _otel(config)
         return cls(
             k=k,
             agent=agent or "reference",
@@ -310,7 +321,42 @@ class RunConfig:
             max_cost=_max_cost(config),
             judge=judge,
             judge_max_cost=judge_max_cost,
+            otel=otel,
+            otel_endpoint=otel_endpoint,
         )
+
+
+def _otel(config: pytest.Config) -> tuple[str | None, str | None]:
+    """--sandtable-otel and --sandtable-otel-endpoint, checked: the mode, and for otlp the
+    collector's base URL (the option, else $OTEL_EXPORTER_OTLP_ENDPOINT, else the
+    exporter's default). The telemetry package loads only when the option is given."""
+    mode = config.getoption("--sandtable-otel")
+    endpoint = config.getoption("--sandtable-otel-endpoint")
+    if mode is None:
+        if endpoint is not None:
+            raise pytest.UsageError("--sandtable-otel-endpoint needs --sandtable-otel=otlp")
+        return None, None
+    mode = str(mode).strip().lower()
+    from ..telemetry.export import DEFAULT_ENDPOINT as DEFAULT_OTLP
+    from ..telemetry.export import MODES, TelemetryError, check_available, check_endpoint
+
+    if mode not in MODES:
+        raise pytest.UsageError(f"--sandtable-otel: {config.getoption('--sandtable-otel')!r} is not one of "
+                                f"{', '.join(MODES)}")
+    if endpoint is not None and mode != "otlp":
+        raise pytest.UsageError("--sandtable-otel-endpoint needs --sandtable-otel=otlp")
+    try:
+        if mode == "otlp":
+            if endpoint is not None:
+                endpoint = check_endpoint(endpoint)
+            elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+                endpoint = check_endpoint(os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"], "OTEL_EXPORTER_OTLP_ENDPOINT")
+            else:
+                endpoint = DEFAULT_OTLP
+        check_available(mode)
+    except TelemetryError as e:
+        raise pytest.UsageError(str(e)) from None
+    return mode, endpoint
 
 
 @dataclass(frozen=True)
