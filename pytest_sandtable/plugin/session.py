@@ -317,13 +317,8 @@ class RunState:
             trial_timeout = own
         else:
             own = None
-        trial_id = self.trial_id(domain, task, trial, location)
-        proxied = self._open_proxied(trial_id, tape) if self.run.model_proxy else None
-        coro = arun_trial(
-            domain,
-            task,
-            agent,
-            user,
+        args = (domain, task, agent, user)
+        kwargs: dict[str, Any] = dict(
             trial=trial,
             k=self.run.k,
             run_seed=self.run.seed,
@@ -332,11 +327,12 @@ class RunState:
             location=location,
             trial_timeout=trial_timeout,
             serve=self._serve_hook(),
-            trial_id=trial_id,
-            models=proxied,
+            trial_id=self.trial_id(domain, task, trial, location),
         )
-        if proxied is not None or self.run.max_cost is not None:
-            coro = self._counted(coro, proxied, tape)
+        if self.run.model_proxy or self.run.max_cost is not None:
+            coro = self._counted(args, kwargs, tape)
+        else:
+            coro = arun_trial(*args, **kwargs)
         if own is None:
             return coro
         assert pytest_timeout is not None  # own comes from it
@@ -365,7 +361,7 @@ class RunState:
 
     # -- the model proxy (--sandtable-model-proxy) ---------------------------------
 
-    def _open_proxied(self, trial_id: str, tape: Tape | None) -> ProxiedTrial | None:
+    def _open_proxied(self, trial_id: str, tape: Tape | None) -> ProxiedTrial:
         """The trial's routes through the process's model proxy, started on the first
         trial that asks (the proxy package loads only then)."""
         with self._proxy_lock:
@@ -377,14 +373,14 @@ class RunState:
             self._proxied[id(proxied)] = proxied
         return proxied
 
-    async def _counted(
-        self, coro: Coroutine[Any, Any, TrialResult], proxied: ProxiedTrial | None, tape: Tape | None,
-    ) -> TrialResult:
-        """The trial, with what its agent's model calls through the proxy used added to
-        its agent usage, and its cost counted for --sandtable-max-cost. Its routes close
-        when it ends: a call still in flight from an abandoned agent gets ``404``."""
+    async def _counted(self, args: tuple[Any, ...], kwargs: dict[str, Any], tape: Tape | None) -> TrialResult:
+        """The trial (``arun_trial(*args, **kwargs)``), with its routes through the model
+        proxy when it is on: opened before its first turn, closed when it ends (a call
+        still in flight from an abandoned agent then gets ``404``), what its agent's calls
+        through them used added to its agent usage. Its cost counts for --sandtable-max-cost."""
+        proxied = self._open_proxied(kwargs["trial_id"], tape) if self.run.model_proxy else None
         try:
-            result = await coro
+            result = await arun_trial(*args, **kwargs, models=proxied)
         finally:
             if proxied is not None:
                 proxied.close()
