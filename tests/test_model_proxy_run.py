@@ -19,6 +19,7 @@ from fakes import (
     FakeAnthropic,
     FakeOpenAI,
     Request,
+    claude_message,
     claude_stream,
     claude_usage,
     openai_message,
@@ -47,6 +48,7 @@ def agent(turn):
 """
 
 ASYNC_AGENT = """\
+import anthropic
 import openai
 
 
@@ -56,7 +58,10 @@ async def agent(turn):
     stream = await client.chat.completions.create(
         model=f"gpt-{turn.trial.trial}", messages=turn.messages, stream=True,
         stream_options={"include_usage": True})
-    return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    claude = anthropic.AsyncAnthropic(base_url=turn.model_base_url("anthropic"), max_retries=0)
+    await claude.messages.create(model=f"claude-{turn.trial.trial}", max_tokens=64, messages=turn.messages)
+    return text
 """
 
 PER_TRIAL_AGENT = """\
@@ -105,6 +110,12 @@ def by_model_trial(req: Request) -> Any:
                           openai_usage(prompt=100 * n, completion=n), model=req.json["model"])
 
 
+def claude_by_trial(req: Request) -> Any:
+    n = int(req.json["model"].rsplit("-", 1)[1])
+    return claude_message([{"type": "text", "text": "ok"}], "end_turn", claude_usage(10 * n, n),
+                          model=req.json["model"])
+
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,14 +157,17 @@ def test_a_framework_agents_model_calls_are_counted_and_costed(
 def test_each_trial_gets_its_own_calls_at_concurrency_8(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, keys: None) -> None:
     setup(pytester, ASYNC_AGENT)
-    with FakeOpenAI(responder=by_model_trial, keep_alive=True) as oai:
+    with FakeOpenAI(responder=by_model_trial, keep_alive=True) as oai, \
+            FakeAnthropic(responder=claude_by_trial, keep_alive=True) as claude:
         monkeypatch.setenv("OPENAI_BASE_URL", oai.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.base_url)
         result = run(pytester, "--sandtable-model-proxy", "--sandtable-k=8", "--sandtable-concurrency=8")
-        assert len(oai.requests) == 16
+        assert (len(oai.requests), len(claude.requests)) == (16, 16)
     result.assert_outcomes(passed=8)
     trials = results(pytester)["trials"]
     assert {t["trial"]: t["usage"]["agent"] for t in trials} == {
-        n: {f"gpt-{n}": {"input": 200 * n, "output": 2 * n, "cache_read": 0, "cache_write": 0, "calls": 2}}
+        n: {f"gpt-{n}": {"input": 200 * n, "output": 2 * n, "cache_read": 0, "cache_write": 0, "calls": 2},
+            f"claude-{n}": {"input": 20 * n, "output": 2 * n, "cache_read": 0, "cache_write": 0, "calls": 2}}
         for n in range(1, 9)}
 
 
