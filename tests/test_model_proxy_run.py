@@ -256,3 +256,22 @@ def test_recorded_through_the_proxy_then_replayed_with_the_server_stopped(
     assert trial["error"] == ("task 'opening-fixed' trial 1: no recording for this request in "
                               "cassettes/shop/opening-fixed.json (--sandtable-record=none; model call 1 differs from "
                               "the recording in 'model'); record it again with --sandtable-record=all")
+
+
+def test_a_turn_hands_out_its_trials_routes_and_none_without_the_proxy() -> None:
+    from pytest_sandtable.engine.api import ToolResult, TrialInfo, Turn
+    from pytest_sandtable.proxy import ModelProxy
+
+    def turn(models: Any = None) -> Turn:
+        return Turn(messages=[], tools=[], system_prompt="", trial=TrialInfo("shop", "t", 1, 1, 0), state={},
+                    _call=lambda name, args: ToolResult(True), _models=models)
+
+    with ModelProxy({"openai": "http://127.0.0.1:9/v1", "anthropic": "http://127.0.0.1:9"}) as proxy:
+        proxied = proxy.open_trial("t")
+        on = turn(proxied)
+        assert on.model_base_url("openai") == f"{proxy.url}/t/{proxied.token}/openai"
+        assert on.model_base_url("anthropic") == f"{proxy.url}/t/{proxied.token}/anthropic"
+        assert on.model_env() == {"OPENAI_BASE_URL": f"{proxy.url}/t/{proxied.token}/openai",
+                                  "ANTHROPIC_BASE_URL": f"{proxy.url}/t/{proxied.token}/anthropic"}
+    off = turn()
+    assert (off.model_base_url("openai"), off.model_env()) == (None, {})
