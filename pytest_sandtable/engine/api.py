@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 AgentReply = str | None
 
 
+class ModelRoutes(Protocol):
+    """A trial's routes to the models through the run's model proxy
+    (``--sandtable-model-proxy``, ``proxy.ProxiedTrial``): the base URL for a target kind
+    (``openai``, ``anthropic``) and the environment variables the SDKs read."""
+
+    def base_url(self, kind: str) -> str: ...
+
+    def env(self) -> dict[str, str]: ...
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """A tool as shown to the agent: its name, description and JSON Schema."""
@@ -249,6 +259,24 @@ class Turn:
     # the trial's simulated clock when the domain or the task declares one, read when
     # `now` is asked for (nothing to build per turn); None otherwise
     _clock: _Clock | None = field(default=None, repr=False)
+    # with --sandtable-model-proxy, this trial's routes through the proxy; None otherwise
+    _models: ModelRoutes | None = field(default=None, repr=False)
+
+    def model_base_url(self, kind: str = "openai") -> str | None:
+        """With ``--sandtable-model-proxy``, the base URL this trial's model client is to use
+        for ``kind`` (``openai`` or ``anthropic``): the run's model proxy, which forwards to
+        the real API and counts, records and caps the calls as this trial's
+        (docs/agents.md, "Agents on any framework: the model proxy"). None without the
+        proxy: the SDK's own default (or ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``) then."""
+        return None if self._models is None else self._models.base_url(kind)
+
+    def model_env(self) -> dict[str, str]:
+        """The environment variables the SDKs read (``OPENAI_BASE_URL``,
+        ``ANTHROPIC_BASE_URL``) pointed at this trial's routes through the model proxy, for
+        an agent that starts a subprocess (``env={**os.environ, **turn.model_env()}``); empty
+        without ``--sandtable-model-proxy``. Never set them in ``os.environ``: trials in
+        flight at once would share them."""
+        return {} if self._models is None else self._models.env()
 
     @property
     def now(self) -> datetime | None:

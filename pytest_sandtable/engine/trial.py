@@ -20,6 +20,7 @@ from ..domain.model import Domain, Invariant, Task, Tool
 from .api import (
     AgentCallable,
     AgentError,
+    ModelRoutes,
     ToolResult,
     ToolSpec,
     TrialInfo,
@@ -147,7 +148,7 @@ class _Trial:
     # slots: every tool call reads and writes several of these
     __slots__ = (
         "calls", "calls_this_turn", "closed", "conversation", "delay", "domain", "faults", "handed_off",
-        "handlers", "info", "lock", "loop_thread", "mcp_url", "owed", "parts", "rules", "scanner", "stop",
+        "handlers", "info", "lock", "loop_thread", "mcp_url", "models", "owed", "parts", "rules", "scanner", "stop",
         "succeeded", "task", "tool_by_name", "tools", "tools_url", "transcript", "turn", "violations",
         "wait_latency", "world",
     )
@@ -185,6 +186,7 @@ class _Trial:
         self.stop: EngineStop | None = None
         self.tools_url: str | None = None
         self.mcp_url: str | None = None
+        self.models: ModelRoutes | None = None  # --sandtable-model-proxy: the trial's routes (Turn._models)
         # the text conversation as agents' APIs see it, kept as the transcript grows
         self.conversation: list[dict[str, str]] = []
 
@@ -565,6 +567,7 @@ class _Dialogue:
             tools_url=t.tools_url,
             mcp_url=t.mcp_url,
             _clock=t.handlers if t.task.clock_now or t.domain.clock_now else None,  # turn.now: ctx.now's clock
+            _models=t.models,
         )
         if shared:
             self.agent_turn = turn
@@ -766,6 +769,7 @@ async def arun_trial(
     serve: ServeHook | None = None,
     wait_latency: bool = True,
     trial_id: str = "",
+    models: ModelRoutes | None = None,
 ) -> TrialResult:
     """Run one trial and grade it. Never raises for a failing agent or user: the
     agent's failures fail the trial with a `runtime` check; the simulated user's
@@ -774,13 +778,14 @@ async def arun_trial(
     (``turn.tools_url`` / ``turn.mcp_url``); a world that cannot be served errors the trial.
     ``wait_latency=False`` records a task's ``latency_ms`` faults without waiting them out
     (the engine's own replays: lint, the reference replay of attribution). ``trial_id``
-    is the agent's ``turn.trial.trial_id`` (default ``<domain>/<task>/<trial>``)."""
+    is the agent's ``turn.trial.trial_id`` (default ``<domain>/<task>/<trial>``). ``models``:
+    the trial's routes through the model proxy (``turn.model_base_url``, ``turn.model_env``)."""
     if isinstance(task, str):
         task = domain.task(task)
     try:
         result = await _graded_trial(
             domain, task, agent, user, trial, k, run_seed, agent_name, user_name, trial_timeout, location, serve,
-            wait_latency, trial_id,
+            wait_latency, trial_id, models,
         )
     except HandlerInterrupted as e:  # Ctrl-C while a handler ran: the run stops, as on any Ctrl-C
         raise KeyboardInterrupt(str(e)) from None
@@ -839,12 +844,14 @@ async def _graded_trial(
     serve: ServeHook | None,
     wait_latency: bool,
     trial_id: str = "",
+    models: ModelRoutes | None = None,
 ) -> TrialResult:
     """:func:`arun_trial` without the attribution (the reference replay is one of these).
     Its arguments are positional, as those of the TrialResult it makes: it runs once a
     trial, and keyword arguments cost a lookup each."""
     info = TrialInfo(domain.name, task.id, trial, k, trial_seed(run_seed, domain.name, task.id, trial), trial_id)
     t = _Trial(domain, task, info)
+    t.models = models
     parts = t.parts.task_parts(task)
     # The engine binds its own reference agent to the task, so this is a check of its class,
     # not of a capability: the task's reference path is hidden data no outside agent may get.

@@ -94,6 +94,14 @@ def add_options(parser: pytest.Parser) -> None:
                     help="record model calls and replay them (docs/recording.md): 'none' replays only, 'once' "
                          "records trials that have no recording, 'new_episodes' records what has none, 'all' "
                          "records everything again (default: off, every call live)")
+    group.addoption("--sandtable-model-proxy", action="store_const", const=True, default=None,
+                    dest="sandtable_model_proxy",
+                    help="run a local model proxy under agents on any framework: each trial's model calls, "
+                         "sent to turn.model_base_url(...), forwarded to OPENAI_BASE_URL / ANTHROPIC_BASE_URL "
+                         "(or the APIs), counted, recorded with --sandtable-record and capped by "
+                         "--sandtable-max-cost (default: on whenever --sandtable-record is)")
+    group.addoption("--sandtable-no-model-proxy", action="store_const", const=False, dest="sandtable_model_proxy",
+                    help="no model proxy, even with --sandtable-record")
     group.addoption("--sandtable-cassettes", default=None, metavar="DIR",
                     help="with --sandtable-record: where recordings are kept, as DIR/<domain>/<task>.json "
                          "(default: a cassettes folder beside each domain file)")
@@ -224,6 +232,9 @@ class RunConfig:
     cassettes: Path | None = None  # --sandtable-cassettes, resolved; None: beside each domain file
     serve: bool = False  # --sandtable-serve: each trial's world served over REST and MCP
     serve_port: int = 0  # --sandtable-serve-port; 0: a free port per trial
+    # --sandtable-model-proxy: the proxy's targets, (kind, base URL) as the environment gave
+    # them when the run started; () when the proxy is off
+    model_proxy: tuple[tuple[str, str], ...] = ()
     prompt_cache: bool = True  # --sandtable-prompt-cache: cache_control on claude:<model> requests
     all_tasks: bool = False  # --sandtable-all-tasks or -v: the terminal summary lists every task
     # --sandtable-cache-dir: where built domains are kept (None: pytest's cache folder, if on)
@@ -312,6 +323,7 @@ class RunConfig:
             cassettes=cassettes,
             serve=serve,
             serve_port=serve_port,
+            model_proxy=_model_proxy(config, record),
             prompt_cache=prompt_cache,
             all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
             domain_cache_dir=domain_cache_dir,
@@ -543,6 +555,22 @@ def _mutate(config: pytest.Config) -> MutationGate | None:
         if not 0 <= fail_under <= 100:  # NaN fails this too
             raise pytest.UsageError(f"--sandtable-mutate-fail-under: expected a percentage from 0 to 100, got {raw}")
     return MutationGate(fail_under, on_weak)
+
+
+MODEL_TARGETS = (("openai", "OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                 ("anthropic", "ANTHROPIC_BASE_URL", "https://api.anthropic.com"))
+"""The model proxy's targets: kind, the variable the SDKs read, the SDKs' default."""
+
+
+def _model_proxy(config: pytest.Config, record: str | None) -> tuple[tuple[str, str], ...]:
+    """--sandtable-model-proxy / --sandtable-no-model-proxy: the proxy's targets when it
+    is on (as asked, or by default whenever --sandtable-record is on), read from the
+    environment now, before any agent runs; () when off."""
+    given: bool | None = config.getoption("sandtable_model_proxy")
+    on = record is not None if given is None else given
+    if not on:
+        return ()
+    return tuple((kind, (os.environ.get(var) or "").strip() or default) for kind, var, default in MODEL_TARGETS)
 
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")  # adapters.recording.MODES (not imported at start-up)

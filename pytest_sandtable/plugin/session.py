@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Callable, Coroutine, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from itertools import islice
 from pathlib import Path
@@ -29,7 +30,8 @@ from .interplay import item_timeout, run_id, within_timeout
 from .pool import TrialPool, pending_items
 
 if TYPE_CHECKING:
-    from ..adapters.recording import Settings
+    from ..adapters.recording import Settings, Tape
+    from ..proxy import ModelProxy, ProxiedTrial
     from .adaptive import Needs
 
 
@@ -97,6 +99,13 @@ class RunState:
         self.bad_spec = False  # --sandtable-agent or --sandtable-user named nothing usable: the run stops
         # which trials the run still needs: with --sandtable-adaptive or a budget (plugin.adaptive)
         self.needs: Needs | None = None  # made by run_state
+        # --sandtable-model-proxy: the process's one proxy (started at the first trial), the
+        # trials open on it, and the cost of this process's trials that ended (for the budget)
+        self._proxy: ModelProxy | None = None
+        self._proxy_lock = threading.Lock()
+        self._proxied: dict[int, ProxiedTrial] = {}
+        self._spent = 0.0
+        self._prices: Mapping[str, Mapping[str, float]] | None = None
 
     # -- the defaults behind the sandtable_agent / sandtable_user fixtures ----------
 
@@ -277,7 +286,7 @@ class RunState:
         except RecordingError as e:
             return self._unrecorded(domain, task, trial, agent, user, location, str(e))
         with playing(tape):
-            result = await self._live_trial(domain, task, trial, agent, user, location, pytest_timeout)
+            result = await self._live_trial(domain, task, trial, agent, user, location, pytest_timeout, tape)
         if tape.miss is not None:  # the agent or user was never answered: not graded, errored
             result.verdict, result.error, result.attribution, result.checks = ERRORED, tape.miss, None, []
         result.replayed = tape.all_replayed
@@ -295,7 +304,7 @@ class RunState:
 
     def _live_trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
-        pytest_timeout: float | None = None,
+        pytest_timeout: float | None = None, tape: Tape | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
         """The trial's coroutine. Its deadline is --sandtable-trial-timeout, or a little less
         than pytest-timeout's timeout of the item when that comes first
@@ -308,11 +317,8 @@ class RunState:
             trial_timeout = own
         else:
             own = None
-        coro = arun_trial(
-            domain,
-            task,
-            agent,
-            user,
+        args = (domain, task, agent, user)
+        kwargs: dict[str, Any] = dict(
             trial=trial,
             k=self.run.k,
             run_seed=self.run.seed,
@@ -323,6 +329,10 @@ class RunState:
             serve=self._serve_hook(),
             trial_id=self.trial_id(domain, task, trial, location),
         )
+        if self.run.model_proxy or self.run.max_cost is not None:
+            coro = self._counted(args, kwargs, tape)
+        else:
+            coro = arun_trial(*args, **kwargs)
         if own is None:
             return coro
         assert pytest_timeout is not None  # own comes from it
@@ -348,6 +358,76 @@ class RunState:
         self._started[key] = n
         name = f"{file}::{task.id}/{trial}@{self.run_id}"
         return name if n == 1 else f"{name}.{n}"
+
+    # -- the model proxy (--sandtable-model-proxy) ---------------------------------
+
+    def _open_proxied(self, trial_id: str, tape: Tape | None) -> ProxiedTrial:
+        """The trial's routes through the process's model proxy, started on the first
+        trial that asks (the proxy package loads only then)."""
+        with self._proxy_lock:
+            if self._proxy is None:
+                from ..proxy import ModelProxy
+
+                self._proxy = ModelProxy(dict(self.run.model_proxy), refuse=self._budget_refusal).start()
+            proxied = self._proxy.open_trial(trial_id, tape)
+            self._proxied[id(proxied)] = proxied
+        return proxied
+
+    async def _counted(self, args: tuple[Any, ...], kwargs: dict[str, Any], tape: Tape | None) -> TrialResult:
+        """The trial (``arun_trial(*args, **kwargs)``), with its routes through the model
+        proxy when it is on: opened before its first turn, closed when it ends (a call
+        still in flight from an abandoned agent then gets ``404``), what its agent's calls
+        through them used added to its agent usage. Its cost counts for --sandtable-max-cost."""
+        proxied = self._open_proxied(kwargs["trial_id"], tape) if self.run.model_proxy else None
+        try:
+            result = await arun_trial(*args, **kwargs, models=proxied)
+        finally:
+            if proxied is not None:
+                proxied.close()
+                with self._proxy_lock:
+                    self._proxied.pop(id(proxied), None)
+        if proxied is not None:
+            _add_usage(result.usage.setdefault("agent", {}), proxied.usage.to_dict())
+            if proxied.refused is not None and result.verdict != ERRORED:
+                # the budget stopped the trial, not the agent: errored, as a trial not run
+                result.verdict, result.error, result.attribution = ERRORED, proxied.refused, None
+        if not (result.replayed or (tape is not None and tape.all_replayed)):  # a replay costs nothing
+            self._spent += self._cost_of(result.usage)
+        return result
+
+    def _cost_of(self, usage: Any) -> float:
+        """USD of a trial's usage (both sides) at the run's prices; a model without a price counts 0."""
+        from ..report.prices import builtin_prices, estimate_cost
+
+        prices = self._prices
+        if prices is None:
+            prices = self._prices = self.run.prices if self.run.prices is not None else builtin_prices()
+        total = 0.0
+        for side in ("agent", "user"):
+            models = usage.get(side) if isinstance(usage, dict) else None
+            if isinstance(models, dict):
+                total += sum(c for c in estimate_cost(models, prices).values() if c is not None)
+        return total
+
+    def _budget_refusal(self) -> str | None:
+        """Why the proxy refuses a request (on the proxy's threads): the run's recorded cost
+        (this process's ended trials, and what the trials in flight used live through the
+        proxy) has reached --sandtable-max-cost; None while it has not, or without a budget."""
+        budget = self.run.max_cost
+        if budget is None:
+            return None
+        with self._proxy_lock:
+            flying = list(self._proxied.values())
+        spent = self._spent
+        for p in flying:
+            if p.tape is None or p.tape.live > 0:
+                spent += self._cost_of({"agent": p.usage.to_dict()})
+        if spent < budget:
+            return None
+        from ..report.fmt import format_cost
+
+        return (f"the run's cost budget of {format_cost(budget)} is spent ({format_cost(spent)} recorded; "
+                f"--sandtable-max-cost); this model call was not sent")
 
     def _serve_hook(self) -> ServeHook | None:
         """With --sandtable-serve, what serves each trial's world (the serve package loads
@@ -445,6 +525,9 @@ class RunState:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._proxy is not None:  # after the pool: no trial is in flight any more
+            self._proxy.close()
+            self._proxy = None
         if self._loop is not None:
             self._loop.close()
             self._loop = None
@@ -469,6 +552,14 @@ def _recording_settings(run: RunConfig, rootdir: Path, run_id: Callable[[], str]
     settings = Settings(run.record, run.cassettes, rootdir, scrub)
     configure(settings)
     return settings
+
+
+def _add_usage(into: dict[str, Any], more: dict[str, dict[str, int]]) -> None:
+    """``more`` (usage by model, as ``Usage.to_dict`` gives it) added into ``into``."""
+    for model, fields in more.items():
+        have = into.setdefault(model, {})
+        for name, n in fields.items():
+            have[name] = int(have.get(name, 0)) + n
 
 
 def _without_run_id(value: Any, token: str) -> Any:

@@ -24,7 +24,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ class ProxiedTrial:
         self.latency: list[float] = []
         self.errors: list[str] = []
         self.requests = 0
+        self.refused: str | None = None  # why the proxy refused a request of this trial (ModelProxy.refuse)
         self._lock = threading.Lock()
 
     def base_url(self, kind: str) -> str:
@@ -93,9 +94,11 @@ class ProxiedTrial:
         """The trial's URLs answer ``404`` from now on."""
         self.proxy._forget(self.token)
 
-    def _counted(self, counted: Counted, seconds: float, error: str | None) -> None:
+    def _counted(self, counted: Counted, seconds: float, error: str | None, refused: bool = False) -> None:
         with self._lock:
             self.requests += 1
+            if refused and self.refused is None:
+                self.refused = error
             if counted.tokens is not None:
                 self.usage.add(counted.model, *counted.tokens)
             if error is None:
@@ -109,11 +112,15 @@ class ModelProxy:
     base URL it forwards to. Use as a context manager, or :meth:`start` and :meth:`close`;
     :meth:`open_trial` gives each trial its URLs and counts."""
 
-    def __init__(self, targets: Mapping[str, str], *, timeout: float = 600.0, connect_timeout: float = 10.0) -> None:
+    def __init__(self, targets: Mapping[str, str], *, timeout: float = 600.0, connect_timeout: float = 10.0,
+                 refuse: Callable[[], str | None] | None = None) -> None:
         if not targets:
             raise ValueError("the model proxy needs at least one target")
         self.targets = {k: v.rstrip("/") for k, v in targets.items()}
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        # asked before each request is sent: why it may not be (a budget spent), or None;
+        # a refused request gets 402 in the target's format and is never sent
+        self.refuse = refuse
         self._trials: dict[str, ProxiedTrial] = {}
         self._lock = threading.Lock()
         self._client = httpx.Client(timeout=self.timeout, follow_redirects=False,
@@ -183,7 +190,7 @@ def error_body(kind: str, status: int, message: str) -> bytes:
     """An error in the wire format of the target ``kind`` (Anthropic's for ``anthropic``,
     else OpenAI's), so the agent's SDK raises its own error type with this message."""
     if kind == "anthropic":
-        etype = {404: "not_found_error", 413: "request_too_large"}.get(status, "api_error")
+        etype = {402: "billing_error", 404: "not_found_error", 413: "request_too_large"}.get(status, "api_error")
         body: dict[str, Any] = {"type": "error", "error": {"type": etype, "message": message}}
     else:
         body = {"error": {"message": message, "type": "proxy_error", "param": None, "code": None}}
@@ -226,9 +233,14 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 self._send_error(kind, 404, "no trial at this URL (its trial ended, or it is not a URL "
                                             "the run handed out)")
                 return
+            counted = Counted()
+            why = proxy.refuse() if proxy.refuse is not None else None
+            if why is not None:
+                trial._counted(counted, 0.0, why, refused=True)
+                self._send_error(kind, 402, why)
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
             headers["accept-encoding"] = "identity"
-            counted = Counted()
             try:
                 request = proxy._client.build_request(self.command, upstream, headers=headers, content=body)
                 if trial.tape is None:
@@ -244,14 +256,28 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 trial._counted(counted, 0.0, f"{_where(upstream)} refused: {type(e).__name__}")
                 self._send_error(kind, 502, f"could not reach {_where(upstream)}: {type(e).__name__}: {e}")
                 return
+            counted_once: list[bool] = []
+
+            def count(error: str | None) -> None:
+                # before the answer's last bytes go out: the agent, answered, may end its trial
+                # at once, and the trial's counts are read then
+                if not counted_once:
+                    counted_once.append(True)
+                    trial._counted(counted, time.perf_counter() - t0, error)
+
             try:
-                error = self._relay(response, counted)
+                count(self._relay(response, counted, count))
             finally:
                 response.close()
-            trial._counted(counted, time.perf_counter() - t0, error)
 
-        def _relay(self, response: httpx.Response, counted: Counted) -> str | None:
-            """Pass the answer on, counting it; what went wrong, or None."""
+        def _chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def _relay(self, response: httpx.Response, counted: Counted,
+                   count: Callable[[str | None], None]) -> str | None:
+            """Pass the answer on, counting it (``count`` called before its last bytes are
+            written, when it went through whole); what went wrong, or None."""
             streamed = response.headers.get("content-type", "").startswith("text/event-stream")
             try:
                 self.send_response(response.status_code)
@@ -260,11 +286,12 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                         self.send_header(k, v)
                 if not streamed:
                     data = response.read()
+                    found = count_body(data)
+                    counted.model, counted.tokens = found.model, found.tokens
+                    count(None)
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                    found = count_body(data)
-                    counted.model, counted.tokens = found.model, found.tokens
                     return None
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
@@ -272,18 +299,27 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 try:
                     # (a replayed or recorded answer is whole in memory already)
                     chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
+                    # each chunk goes on when the next arrives: the last one (with the stream's
+                    # end, after which the agent may end its trial) only once the answer is counted
+                    held = b""
                     for chunk in chunks:
                         counter.feed(chunk)
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
+                        if held:
+                            self._chunk(held)
+                        held = chunk
                 except httpx.HTTPError as e:  # the target cut its answer: so is the agent's
                     found = counter.finish()
                     counted.model, counted.tokens = found.model, found.tokens
+                    if held:
+                        self._chunk(held)
                     self.close_connection = True
                     return f"the answer was cut short: {type(e).__name__}"
-                self.wfile.write(b"0\r\n\r\n")
                 found = counter.finish()
                 counted.model, counted.tokens = found.model, found.tokens
+                count(None)
+                if held:
+                    self._chunk(held)
+                self.wfile.write(b"0\r\n\r\n")
                 return None
             except httpx.HTTPError as e:  # cut before its body was whole
                 self.close_connection = True
