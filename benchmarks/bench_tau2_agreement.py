@@ -170,6 +170,40 @@ def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     return out
 
 
+# -- where τ² is wrong ---------------------------------------------------------------------------
+
+
+def tau2_item_bug(played: list[Action], ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether every difference is τ²'s ``modify_pending_order_items`` bug: its last
+    loop sets ``item.price = variant.price`` and ``item.options = variant.options``
+    with ``variant`` left over from the loop before, the *last* new item's, so every
+    modified item of an order takes the price and options of the last one (τ-bench,
+    and ours, give each item its own). Checked: the only differing rows are orders a
+    ``modify_pending_order_items`` of the list changed, only their ``items`` differ,
+    and there only in ``price``/``options``, τ²'s being the last new item's."""
+    modified = {args.get("order_id"): args.get("new_item_ids") or [] for name, args in played
+                if name == "modify_pending_order_items"}
+    for table in set(ours) | set(theirs):
+        for key in set(ours.get(table, {})) | set(theirs.get(table, {})):
+            a, b = _norm(ours.get(table, {}).get(key)), _norm(theirs.get(table, {}).get(key))
+            if a == b:
+                continue
+            if table != "orders" or key not in modified or a is None or b is None:
+                return False
+            if {f for f in set(a) | set(b) if a.get(f) != b.get(f)} != {"items"}:
+                return False
+            last = next((i for i in b["items"] if i["item_id"] == modified[key][-1]), None) if modified[key] else None
+            for mine, its in zip(a["items"], b["items"]):
+                if mine == its:
+                    continue
+                if last is None or mine["item_id"] not in modified[key] or {
+                        f for f in set(mine) | set(its) if mine.get(f) != its.get(f)} - {"price", "options"}:
+                    return False
+                if (its["price"], its["options"]) != (last["price"], last["options"]):
+                    return False
+    return True
+
+
 # -- the comparison ------------------------------------------------------------------------------
 
 
@@ -181,6 +215,7 @@ class Tally:
     passed: int = 0
     rewarded: int = 0
     judge_skipped: int = 0
+    tau2_wrong: int = 0
     disagreements: list[str] = field(default_factory=list)
 
 
@@ -215,6 +250,10 @@ def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
         diff = differences(mine, answer["db"])
         if not diff:
             tally.same_data += 1
+        elif tau2_item_bug(played, mine, answer["db"]):
+            tally.tau2_wrong += 1
+            tally.disagreements.append(f"{where}: final data differs where τ² is wrong: {diff[0][:160]}"
+                                       + (f" (+{len(diff) - 1} more)" if len(diff) > 1 else ""))
         else:
             more = f" (+{len(diff) - 3} more)" if len(diff) > 3 else ""
             tally.disagreements.append(f"{where}: final data differs: {'; '.join(diff[:3])}{more}")
@@ -256,9 +295,13 @@ def main() -> int:
             print(f"  verdict = τ² reward: {tally.agree}/{tally.lists} "
                   f"(ours passed {tally.passed}, τ² gave 1.0 to {tally.rewarded})")
             print(f"  same final data:     {tally.same_data}/{tally.lists}")
+            if tally.tau2_wrong:
+                print(f"  different where τ² is wrong: {tally.tau2_wrong}/{tally.lists} (modify_pending_order_items "
+                      "gives every modified item the last new item's price and options)")
             for line in tally.disagreements:
                 print(f"  - {line}")
-            status |= bool(tally.disagreements)
+            # τ²'s own bug is listed, not a failure
+            status |= len(tally.disagreements) > tally.tau2_wrong
     return status
 
 
