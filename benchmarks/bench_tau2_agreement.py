@@ -1,0 +1,309 @@
+"""Grading agreement with τ²-bench's own evaluator, and faithfulness of the imported tools.
+
+For every task of τ²'s airline and retail domains (the split imported, ``base`` by
+default), these action lists are replayed both through τ² (its orchestrator and
+``evaluate_simulation``, by benchmarks/tau2_oracle.py under τ²'s own Python) and
+through the domain ``import tau2`` writes:
+
+- the gold actions (τ²'s ``evaluation_criteria.actions``), then the reference's reply;
+- each list with one write dropped;
+- each list with one argument of one write changed (and of the first lookup).
+
+**Agreement**: our verdict (the reference agent playing the list against the imported
+domain, graded by the engine) equals τ²'s reward, 1.0 ⇔ passed. A task whose basis has
+``NL_ASSERTION`` with assertions (an LLM judge) is compared on the rest of its basis
+(retail: its DB component), as the oracle grades it. **Faithfulness**: the final worlds
+are equal field by field (ours, as τ²'s db.json holds it, against τ²'s DB after the
+same list, dumped from its pydantic models), with the one normalisation τ²'s models
+need: a field its model declares with a ``null`` default is absent in the data the
+import reads (the row never had it), and is compared as absent.
+
+Prints the counts and every disagreement, with its task, list and cause.
+
+    SANDTABLE_TAU2_PYTHON=/path/to/tau2-venv/bin/python \\
+    python benchmarks/bench_tau2_agreement.py --tau2 PATH [--domain airline|retail|all] [--tasks N] [--task-ids A,B]
+
+PATH is τ²-bench's checkout (holding ``data/tau2/domains`` and ``src/tau2``; default
+``$TAU2_BENCH_PATH``). τ² is never imported here: only the oracle script runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_sandtable.domain.loader import load_domain
+from pytest_sandtable.domain.model import Domain, RefStep, Task
+from pytest_sandtable.engine.reference import ReferenceAgent
+from pytest_sandtable.engine.reference_world import reference_world
+from pytest_sandtable.engine.scripted_user import ScriptedUser
+from pytest_sandtable.engine.trial import apply_given, run_trial
+from pytest_sandtable.importer.tau2 import import_tau2, read_domain, reference_reply, task_id, tau2_data
+
+Action = tuple[str, dict[str, Any]]
+DOMAINS = ("airline", "retail")
+ORACLE = Path(__file__).resolve().parent / "tau2_oracle.py"
+READ_PREFIXES = ("get_", "list_", "search_", "find_")
+ANSWER_ONLY = ("calculate", "think", "transfer_to_human_agents")
+
+
+def writes(name: str) -> bool:
+    return not name.startswith(READ_PREFIXES) and name not in ANSWER_ONLY
+
+
+def _changed(value: Any) -> Any:
+    """One argument, changed the way a slip would change it."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value[:-1] + ("1" if value[-1:] != "1" else "2") if value else "x"
+    if isinstance(value, list):
+        return value[:-1] if len(value) > 1 else [_changed(value[0])] if value else ["x"]
+    if isinstance(value, dict):
+        key = next(iter(value), None)
+        return {**value, key: _changed(value[key])} if key is not None else {"x": 1}
+    return value
+
+
+def variants(actions: list[Action]) -> Iterator[tuple[str, list[Action]]]:
+    """(label, list): the gold list; for each write, the list without it and the list
+    with its first argument changed; the list with the first lookup's first argument
+    changed."""
+    yield "gold", actions
+    first_read = next((i for i, (name, kwargs) in enumerate(actions) if not writes(name) and kwargs), None)
+    for i, (name, kwargs) in enumerate(actions):
+        if writes(name):
+            yield f"drop {i + 1} {name}", actions[:i] + actions[i + 1:]
+        if (writes(name) or i == first_read) and kwargs:
+            key = next(iter(kwargs))
+            yield f"change {i + 1} {name}.{key}", [*actions[:i], (name, {**kwargs, key: _changed(kwargs[key])}),
+                                                   *actions[i + 1:]]
+
+
+# -- τ², through the oracle ------------------------------------------------------------------
+
+
+def oracle(python: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """τ²'s answers to ``requests``, in one run of the oracle script."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([python, str(ORACLE)], input=json.dumps(requests), capture_output=True, text=True,
+                          env=env, timeout=7200)
+    if done.returncode != 0:
+        raise SystemExit(f"error: the τ² oracle failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    answers: list[dict[str, Any]] = json.loads(done.stdout)
+    return answers
+
+
+# -- ours ----------------------------------------------------------------------------------
+
+
+class PlayList(ReferenceAgent):
+    """An agent that plays a given list of steps whatever task it is given."""
+
+    def for_task(self, task: Task) -> PlayList:
+        return self
+
+
+@dataclass
+class Ours:
+    domain: Domain
+    name: str
+
+    def run(self, raw_id: str, actions: list[Action], reply: str) -> tuple[list[str], dict[str, Any]]:
+        """The checks our trial failed for ``actions`` then ``reply`` (none: it passed)
+        and our data after them."""
+        expected = self.domain.task(task_id(self.name, raw_id))
+        steps = [RefStep(call=name, args=copy.deepcopy(args)) for name, args in actions] + [RefStep(say=reply)]
+        played = Task(id=expected.id, user=expected.user, expect=expected.expect, reference=steps,
+                      given=expected.given, max_turns=expected.max_turns)
+        result = run_trial(self.domain, expected, PlayList(played.reference), ScriptedUser())
+        world = reference_world(self.domain, played, 0, apply_given)
+        data = tau2_data(self.name, {t: world.rows(t) for t in self.domain.tables})
+        if result.verdict not in ("passed", "failed"):
+            return [f"errored: {result.error}"], data
+        return [c.id for c in result.failed_checks], data
+
+
+# -- comparing worlds ----------------------------------------------------------------------------
+
+
+def _norm(value: Any) -> Any:
+    """A value with null fields dropped from mappings (τ²'s model defaults, see the
+    docstring) and numbers compared by value (τ²'s ``float`` fields turn ``163`` into
+    ``163.0``)."""
+    if isinstance(value, dict):
+        return {k: _norm(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_norm(v) for v in value]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return float(value)
+
+
+def differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """Every (table, key, field) that differs, as ``table key: field``."""
+    out = []
+    for table in sorted(set(ours) | set(theirs)):
+        a_rows, b_rows = ours.get(table, {}), theirs.get(table, {})
+        for key in sorted(set(a_rows) | set(b_rows)):
+            a, b = _norm(a_rows.get(key)), _norm(b_rows.get(key))
+            if a == b:
+                continue
+            if a is None or b is None:
+                out.append(f"{table} {key}: row {'missing in ours' if a is None else 'missing in τ²'}")
+                continue
+            fields = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+            out += [f"{table} {key}: {f} ours {json.dumps(a.get(f))[:80]} τ² {json.dumps(b.get(f))[:80]}"
+                    for f in fields]
+    return out
+
+
+# -- where τ² is wrong ---------------------------------------------------------------------------
+
+
+def tau2_item_bug(played: list[Action], ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """Whether every difference is τ²'s ``modify_pending_order_items`` bug: its last
+    loop sets ``item.price = variant.price`` and ``item.options = variant.options``
+    with ``variant`` left over from the loop before, the *last* new item's, so every
+    modified item of an order takes the price and options of the last one (τ-bench,
+    and ours, give each item its own). Checked: the only differing rows are orders a
+    ``modify_pending_order_items`` of the list changed, only their ``items`` differ,
+    and there only in ``price``/``options``, τ²'s being the last new item's."""
+    modified = {args.get("order_id"): args.get("new_item_ids") or [] for name, args in played
+                if name == "modify_pending_order_items"}
+    for table in set(ours) | set(theirs):
+        for key in set(ours.get(table, {})) | set(theirs.get(table, {})):
+            a, b = _norm(ours.get(table, {}).get(key)), _norm(theirs.get(table, {}).get(key))
+            if a == b:
+                continue
+            if table != "orders" or key not in modified or a is None or b is None:
+                return False
+            if {f for f in set(a) | set(b) if a.get(f) != b.get(f)} != {"items"}:
+                return False
+            last = next((i for i in b["items"] if i["item_id"] == modified[key][-1]), None) if modified[key] else None
+            for mine, its in zip(a["items"], b["items"]):
+                if mine == its:
+                    continue
+                if last is None or mine["item_id"] not in modified[key] or {
+                        f for f in set(mine) | set(its) if mine.get(f) != its.get(f)} - {"price", "options"}:
+                    return False
+                if (its["price"], its["options"]) != (last["price"], last["options"]):
+                    return False
+    return True
+
+
+# -- the comparison ------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    lists: int = 0
+    agree: int = 0
+    same_data: int = 0
+    passed: int = 0
+    rewarded: int = 0
+    judge_skipped: int = 0
+    tau2_wrong: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+
+def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
+    plan: list[tuple[str, str, list[Action], str]] = []
+    for task in tasks:
+        reply = reference_reply(task)
+        for label, played in variants(task.actions):
+            plan.append((task.id, label, played, reply))
+    answers = oracle(python, [
+        {"domain": ours.name, "task_id": tid, "reply": reply,
+         "actions": [{"name": n, "arguments": a, "requestor": "assistant"} for n, a in played]}
+        for tid, _, played, reply in plan
+    ])
+    for (tid, label, played, reply), answer in zip(plan, answers):
+        where = f"{task_id(ours.name, tid)} [{label}]"
+        if "error" in answer:
+            tally.disagreements.append(f"{where}: τ² oracle: {answer['error']}")
+            continue
+        failed, mine = ours.run(tid, played, reply)
+        tally.lists += 1
+        passed, rewarded = not failed, answer["reward"] == 1.0
+        tally.passed += passed
+        tally.rewarded += rewarded
+        tally.judge_skipped += bool(answer["judge_skipped"])
+        if passed == rewarded:
+            tally.agree += 1
+        else:
+            verdict = "passed" if passed else f"failed ({', '.join(failed)})"
+            tally.disagreements.append(
+                f"{where}: verdict {verdict}, τ² reward {answer['reward']:g} {answer['reward_breakdown']}")
+        diff = differences(mine, answer["db"])
+        if not diff:
+            tally.same_data += 1
+        elif tau2_item_bug(played, mine, answer["db"]):
+            tally.tau2_wrong += 1
+            tally.disagreements.append(f"{where}: final data differs where τ² is wrong: {diff[0][:160]}"
+                                       + (f" (+{len(diff) - 1} more)" if len(diff) > 1 else ""))
+        else:
+            more = f" (+{len(diff) - 3} more)" if len(diff) > 3 else ""
+            tally.disagreements.append(f"{where}: final data differs: {'; '.join(diff[:3])}{more}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tau2", type=Path, default=os.environ.get("TAU2_BENCH_PATH"),
+                        help="τ²-bench's checkout (default: $TAU2_BENCH_PATH)")
+    parser.add_argument("--python", default=os.environ.get("SANDTABLE_TAU2_PYTHON"),
+                        help="the Python that has τ² installed (default: $SANDTABLE_TAU2_PYTHON)")
+    parser.add_argument("--domain", choices=[*DOMAINS, "all"], default="all")
+    parser.add_argument("--split", default="base")
+    parser.add_argument("--tasks", type=int, default=None, help="the first N tasks of each domain (default: all)")
+    parser.add_argument("--task-ids", default=None, metavar="A,B,...", help="only these τ² task ids")
+    args = parser.parse_args()
+    if args.tau2 is None or args.python is None:
+        print("error: give --tau2 PATH and --python PY (or set TAU2_BENCH_PATH and SANDTABLE_TAU2_PYTHON)",
+              file=sys.stderr)
+        return 2
+    status = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in DOMAINS if args.domain == "all" else (args.domain,):
+            started = time.perf_counter()
+            path = Path(args.tau2) / "data" / "tau2" / "domains" / name
+            tasks = read_domain(path, args.split).tasks
+            if args.task_ids:
+                wanted = args.task_ids.split(",")
+                tasks = [t for t in tasks if t.id in wanted]
+            elif args.tasks is not None:
+                tasks = tasks[: args.tasks]
+            done = import_tau2(path, Path(tmp) / name, split=args.split, force=True)
+            ours = Ours(load_domain(done.domain_file), name)
+            tally = Tally()
+            compare(args.python, ours, tasks, tally)
+            took = time.perf_counter() - started
+            print(f"{name}: {len(tasks)} tasks ({args.split} split), {tally.lists} action lists ({took:.0f} s); "
+                  f"{tally.judge_skipped} lists graded without their NL assertions (DB component)")
+            print(f"  verdict = τ² reward: {tally.agree}/{tally.lists} "
+                  f"(ours passed {tally.passed}, τ² gave 1.0 to {tally.rewarded})")
+            print(f"  same final data:     {tally.same_data}/{tally.lists}")
+            if tally.tau2_wrong:
+                print(f"  different where τ² is wrong: {tally.tau2_wrong}/{tally.lists} (modify_pending_order_items "
+                      "gives every modified item the last new item's price and options)")
+            for line in tally.disagreements:
+                print(f"  - {line}")
+            # τ²'s own bug is listed, not a failure
+            status |= len(tally.disagreements) > tally.tau2_wrong
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
