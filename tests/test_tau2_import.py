@@ -108,11 +108,15 @@ def test_tasks_keep_the_reward_basis(imported: Path) -> None:
     # DB: the final world must be the gold actions' world
     assert by_id["retail-000"].expect.world_matches_reference
     assert [s.call for s in by_id["retail-000"].reference] == ["get_order_details", "cancel_pending_order", None]
-    # NL_ASSERTION: kept as a plainly marked note, the task graded on the rest of its basis
+    # NL_ASSERTION: the task's judged criteria (never counted), the task graded on the rest of its basis
     assert by_id["retail-001"].description == (
-        "τ² retail task 1 (base split); reward basis: DB, NL_ASSERTION. NOT COUNTED (they need an LLM judge; "
-        "kept as notes): NL assertion: Agent should refuse to cancel a delivered order.")
+        "τ² retail task 1 (base split); reward basis: DB, NL_ASSERTION. NL assertions: the task's judge: "
+        "criteria (nl-assertion-1), judged with --sandtable-judge, never counted in the verdict.")
+    [criterion] = by_id["retail-001"].judge
+    assert (criterion.id, criterion.question) == (
+        "nl-assertion-1", "Did the agent do as this says: Agent should refuse to cancel a delivered order.")
     assert by_id["retail-001"].expect.reply_includes == []
+    assert by_id["retail-000"].judge == ()
     # COMMUNICATE: communicate_info as reply checks, said by the reference's last reply
     assert by_id["retail-002"].expect.reply_includes == ["10.0"]
     assert by_id["retail-002"].reference[-1].say == "Here is what you asked for: 10.0."

@@ -13,7 +13,7 @@ domain file.
 Tasks keep τ²'s reward basis: ``DB`` becomes ``world_matches_reference`` (the final
 world equals the one τ²'s gold ``actions`` make), ``COMMUNICATE`` becomes
 ``reply_includes`` of its ``communicate_info``. What the project cannot grade yet is
-kept in the task's description, plainly marked as not counted: ``nl_assertions``
+kept as the task's ``judge:`` criteria (judged soft scores, never counted): ``nl_assertions``
 (they need an LLM judge) and ``communicate_info`` of a task whose basis does not name
 ``COMMUNICATE`` (τ² records those checks and does not count them). docs/import.md.
 """
@@ -461,13 +461,25 @@ def _about(domain: str, split: str, task: Tau2Task) -> str:
     text = f"τ² {domain} task {task.id} ({split} split); reward basis: {', '.join(task.reward_basis)}."
     if task.purpose:
         text += f" Purpose: {task.purpose.strip()}"
-    notes = [f"NL assertion: {a}" for a in task.nl_assertions]
+    if task.nl_assertions:
+        text += (f" NL assertions: the task's judge: criteria ({', '.join(_nl_ids(task))}), judged with "
+                 "--sandtable-judge, never counted in the verdict.")
+    notes = []
     if task.communicate_info and "COMMUNICATE" not in task.reward_basis:
         notes += [f"communicate_info (τ² does not count it for this task): {i}" for i in task.communicate_info]
     if notes:
-        why = "they need an LLM judge" if task.nl_assertions else "its basis does not name COMMUNICATE"
-        text += f" NOT COUNTED ({why}; kept as notes): " + " | ".join(notes)
+        text += " NOT COUNTED (its basis does not name COMMUNICATE; kept as notes): " + " | ".join(notes)
     return text
+
+
+def _nl_ids(task: Tau2Task) -> list[str]:
+    return [f"nl-assertion-{n}" for n in range(1, len(task.nl_assertions) + 1)]
+
+
+def judge_question(assertion: str) -> str:
+    """τ²'s NL assertion (a statement of what the agent should do) as a judged criterion's
+    yes/no question, yes when the agent did as it says."""
+    return f"Did the agent do as this says: {assertion.strip()}"
 
 
 def _task_lines(domain: str, split: str, task: Tau2Task) -> list[str]:
@@ -486,6 +498,9 @@ def _task_lines(domain: str, split: str, task: Tau2Task) -> list[str]:
     if lines[-1] == "    expect:":
         raise Tau2ImportError(f"task {task.id!r}: reward basis {', '.join(task.reward_basis)} leaves nothing "
                               "this import can grade")
+    if task.nl_assertions:  # τ²'s NL_ASSERTION component: judged, never gating (docs/judges.md)
+        lines.append("    judge:")
+        lines += [f"      {cid}: {_q(judge_question(a))}" for cid, a in zip(_nl_ids(task), task.nl_assertions)]
     lines.append("    reference:")
     lines += [f"      - {{call: {_name(name)}, args: {_q(args)}}}" for name, args in task.actions]
     lines.append(f"      - {{say: {_q(reference_reply(task))}}}")
