@@ -46,6 +46,10 @@ CASES = [
     # (framework module, recipe, attribute, served)
     pytest.param("agents", "openai_agents_agent", "agent", False, id="openai-agents"),
     pytest.param("agents", "openai_agents_agent", "mcp_agent", True, id="openai-agents-mcp"),
+    pytest.param("langgraph", "langgraph_agent", "agent", False, id="langgraph"),
+    pytest.param("langgraph", "langgraph_agent", "mcp_agent", True, id="langgraph-mcp"),
+    pytest.param("pydantic_ai", "pydantic_ai_agent", "agent", False, id="pydantic-ai"),
+    pytest.param("pydantic_ai", "pydantic_ai_agent", "mcp_agent", True, id="pydantic-ai-mcp"),
 ]
 
 
