@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_openai import ChatOpenAI
 from langgraph.prebuilt import create_react_agent
 
@@ -30,7 +29,7 @@ def _tool(turn: Any, spec: Any) -> BaseTool:
 async def _run(turn: Any, tools: list[BaseTool]) -> str:
     model = ChatOpenAI(model=MODEL, base_url=turn.model_base_url("openai"))
     graph = create_react_agent(model, tools, prompt=turn.system_prompt)
-    history = turn.state.get("messages", []) + [("user", turn.last_user_message)]
+    history = [*turn.state.get("messages", []), ("user", turn.last_user_message)]
     result = await graph.ainvoke({"messages": history})
     turn.state["messages"] = result["messages"]  # memory across turns
     return str(result["messages"][-1].content)
@@ -43,5 +42,7 @@ async def agent(turn: Any) -> str:
 
 async def mcp_agent(turn: Any) -> str:
     """The trial's tools over MCP (``--sandtable-serve``)."""
+    from langchain_mcp_adapters.client import MultiServerMCPClient  # only this way needs it
+
     client = MultiServerMCPClient({"desk": {"url": turn.mcp_url, "transport": "streamable_http"}})
     return await _run(turn, await client.get_tools())

@@ -35,7 +35,7 @@ def _tool(turn: Any, spec: Any) -> FunctionTool:
 
 
 async def _run(turn: Any, desk: Agent[Any]) -> str:
-    history = turn.state.get("history", []) + [{"role": "user", "content": turn.last_user_message}]
+    history = [*turn.state.get("history", []), {"role": "user", "content": turn.last_user_message}]
     result = await Runner.run(desk, history, run_config=NO_TRACES)
     turn.state["history"] = result.to_input_list()  # memory across turns
     return str(result.final_output)

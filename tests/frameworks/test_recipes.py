@@ -2,13 +2,14 @@
 the fake OpenAI server of tests/fakes.py (scripted tool calls, keep-alive): recorded with
 --sandtable-record=once through the model proxy, then replayed with --sandtable-record=none
 with the server stopped. The frameworks live in a venv of their own (.ci/run builds it from
-frameworks/requirements.txt); without a framework its tests are skipped."""
+frameworks/requirements.txt and sets SANDTABLE_REQUIRE_FRAMEWORKS: a missing framework
+fails there); elsewhere a missing framework's tests are skipped with the reason."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import textwrap
+import os
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,15 @@ CASES = [
 
 def framework(module: str) -> None:
     if importlib.util.find_spec(module) is None:
+        if os.environ.get("SANDTABLE_REQUIRE_FRAMEWORKS"):  # .ci/run's framework venv: never skipped
+            pytest.fail(f"{module} is not installed, and SANDTABLE_REQUIRE_FRAMEWORKS is set")
         pytest.skip(f"{module} is not installed: the framework tests run in the venv .ci/run builds from "
                     "frameworks/requirements.txt")
 
 
 def run(pytester: pytest.Pytester, spec: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest(f"--sandtable-agent={spec}", "--sandtable-user=scripted", "--sandtable-prices=prices.yaml",
-                              "-p", "no:cacheprovider", "-p", "no:randomly", *args)
+    return pytester.runpytest(f"--sandtable-agent={spec}", "--sandtable-user=scripted",
+                              "--sandtable-prices=prices.yaml", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
 
 
 @pytest.mark.parametrize(("module", "recipe", "attr", "served"), CASES)
