@@ -1,0 +1,108 @@
+"""Each recipe of docs/frameworks.md (frameworks/recipes/*_agent.py) run by pytester against
+the fake OpenAI server of tests/fakes.py (scripted tool calls, keep-alive): recorded with
+--sandtable-record=once through the model proxy, then replayed with --sandtable-record=none
+with the server stopped. The frameworks live in a venv of their own (.ci/run builds it from
+frameworks/requirements.txt and sets SANDTABLE_REQUIRE_FRAMEWORKS: a missing framework
+fails there); elsewhere a missing framework's tests are skipped with the reason."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import SHOP, FakeOpenAI, Reply, Request, openai_message, openai_usage
+
+RECIPES = Path(__file__).resolve().parents[2] / "frameworks" / "recipes"
+# the shop with its one scripted task: two agent turns, no model user
+DOMAIN = SHOP[: SHOP.index("  - id: refund-delivered")] + SHOP[SHOP.index("  - id: opening-fixed"):]
+KEY = "sk-openai-recipe-test-key-0123456789"
+PRICES = "gpt-4.1-mini: {input: 0.4, output: 1.6, cache_read: 0.1}\n"  # USD per million tokens
+ANSWER = "Order O-1001 was delivered."
+USER_LINES = ("Hi, where is my order O-1001?", "Thanks, that's all.")  # the task's opening and script
+
+
+def answer(req: Request) -> Reply:
+    """The model: look the order up, then say what the tool said (or hand it to the
+    framework's final_answer tool, as smolagents wants)."""
+    body = req.json
+    usage = openai_usage(prompt=1000, completion=100, cached=200)
+    said = json.dumps(body["messages"])  # some frameworks merge the user's words into a tool result's message
+    if said.rfind("delivered") < max(said.rfind(line) for line in USER_LINES):  # no lookup since the user spoke
+        return call(body, "get_order", {"order_id": "O-1001"}, usage)
+    names = {t.get("function", {}).get("name") for t in body.get("tools", [])}
+    if "final_answer" in names:
+        return call(body, "final_answer", {"answer": ANSWER}, usage)
+    return openai_message({"role": "assistant", "content": ANSWER}, "stop", usage, model=body["model"])
+
+
+def call(body: dict[str, Any], name: str, arguments: dict[str, Any], usage: dict[str, Any]) -> Reply:
+    calls = [{"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]
+    return openai_message({"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls", usage,
+                          model=body["model"])
+
+
+CASES = [
+    # (framework module, recipe, attribute, served)
+    pytest.param("agents", "openai_agents_agent", "agent", False, id="openai-agents"),
+    pytest.param("agents", "openai_agents_agent", "mcp_agent", True, id="openai-agents-mcp"),
+    pytest.param("langgraph", "langgraph_agent", "agent", False, id="langgraph"),
+    pytest.param("langgraph", "langgraph_agent", "mcp_agent", True, id="langgraph-mcp"),
+    pytest.param("pydantic_ai", "pydantic_ai_agent", "agent", False, id="pydantic-ai"),
+    pytest.param("pydantic_ai", "pydantic_ai_agent", "mcp_agent", True, id="pydantic-ai-mcp"),
+    pytest.param("smolagents", "smolagents_agent", "agent", False, id="smolagents"),
+    pytest.param("smolagents", "smolagents_agent", "mcp_agent", True, id="smolagents-mcp"),
+]
+
+
+def framework(module: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("SANDTABLE_REQUIRE_FRAMEWORKS"):  # .ci/run's framework venv: never skipped
+            pytest.fail(f"{module} is not installed, and SANDTABLE_REQUIRE_FRAMEWORKS is set")
+        pytest.skip(f"{module} is not installed: the framework tests run in the venv .ci/run builds from "
+                    "frameworks/requirements.txt")
+
+
+def run(pytester: pytest.Pytester, spec: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(f"--sandtable-agent={spec}", "--sandtable-user=scripted",
+                              "--sandtable-prices=prices.yaml", "-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+
+@pytest.mark.parametrize(("module", "recipe", "attr", "served"), CASES)
+def test_a_recipe_is_recorded_then_replayed_with_the_server_stopped(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+        module: str, recipe: str, attr: str, served: bool) -> None:
+    framework(module)
+    pytester.makefile(".sandtable.yaml", shop=DOMAIN)
+    pytester.makefile(".yaml", prices=PRICES)
+    pytester.makepyfile(**{recipe: (RECIPES / f"{recipe}.py").read_text(encoding="utf-8")})
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    serve = ("--sandtable-serve",) if served else ()
+    with FakeOpenAI(responder=answer, keep_alive=True) as oai:
+        monkeypatch.setenv("OPENAI_BASE_URL", oai.base_url)
+        live = run(pytester, f"{recipe}:{attr}", "--sandtable-record=once", "--sandtable-out=live", *serve)
+        sent = len(oai.requests)
+    assert sent == 4, live.stdout.str()  # two turns, each a lookup and an answer
+    live.assert_outcomes(passed=1)
+    usage_lines = [
+        "Usage (cost estimated at list prices)",
+        "side    model           input    output    cache read    cache write     cost",
+        "*",
+        "agent   gpt-4.1-mini    3,200       400           800              0  $0.0020",
+        "prompt cache: 800 input tokens read from cache, saving $0.0002 (15.0% of input cost)",
+    ]
+    live.stdout.fnmatch_lines(usage_lines, consecutive=True)
+    # the server is gone: every answer comes from the cassette
+    replay = run(pytester, f"{recipe}:{attr}", "--sandtable-record=none", "--sandtable-out=replayed", *serve)
+    replay.assert_outcomes(passed=1)
+    replay.stdout.fnmatch_lines(usage_lines, consecutive=True)
+    trials = {out: json.loads((pytester.path / out / "results.json").read_text(encoding="utf-8"))["trials"][0]
+              for out in ("live", "replayed")}
+    assert (trials["live"]["replayed"], trials["replayed"]["replayed"]) == (False, True)
+    assert trials["replayed"]["usage"] == trials["live"]["usage"]
+    agent_said = [e["text"] for e in trials["replayed"]["transcript"] if e["role"] == "agent"]
+    assert agent_said == [ANSWER, ANSWER]
+    assert [c["tool"] for c in trials["replayed"]["calls"]] == ["get_order", "get_order"]
