@@ -15,7 +15,7 @@ which keeps two things of it:
   diff, passing checks and traceback, a few hundred bytes, and of those the values that
   many trials have alike (their task, tags and soft rules) held once (:class:`Alike`).
 
-A trial comes as a report carries it (:meth:`TrialSpool.add_stored`): one pass of the C
+A trial given as a dict (:meth:`TrialSpool.add_stored`): one pass of the C
 encoder makes its line and shows that it needs no bounding, the usual case; only a
 trial that does is read into a :class:`TrialResult` and bounded (:meth:`TrialSpool.add`).
 A trial this process ran (:meth:`TrialSpool.add_fresh`) is stored from its
