@@ -3,11 +3,11 @@ report.html, the gate's exit status, the terminal summary, JUnit XML properties 
 trials lost with a dying pytest-xdist worker.
 
 One flow: a trial's :class:`TrialResult` reaches the :class:`Recorder` with the report
-of the phase that tells it (from the item that ran it, or on the xdist controller as a
-plain dict the report carried from a worker), which hands it to the spool at once
+of the phase that tells it (from the item that ran it, or on the xdist controller as the
+line the report carried from a worker), which hands it to the spool at once
 (``report.spool``: on disk within a few trials), keeping in memory only what the
 summary reads: a run's memory does not grow with its transcripts. A trial is encoded
-once where it ran (and, under xdist, once more where it is stored), and the reports
+once, where it ran (under xdist the controller stores the worker's line as it is), and the reports
 pytest keeps to the end hold what the three reports of an item have alike once. At
 session finish the recorder builds the run's results once (:class:`RunReport`); the
 terminal summary, both files and the gate read that, so they never disagree.
@@ -112,6 +112,7 @@ class Recorder:
         # --sandtable-otel: each recorded trial's spans (plugin/telemetry.py); its line at the end
         self.otel = run_telemetry(self.run, self.worker) if self.run.otel else None
         self.otel_lines: list[str] = []
+        self._secrets: list[str] | None = None  # redacted from the lines a worker sends (see _line)
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -237,17 +238,16 @@ class Recorder:
         sends the report, on the controller or the only process before any other plugin
         (pytest-reportlog's, the terminal's) reads it.
 
-        In a worker it rides on to the controller as a plain dict (``report.sandtable``:
-        a TestReport keeps extra attributes, and pytest-xdist carries them), within the
-        caps, with no lone surrogate. Where it is recorded it goes to the spool at once: taken
+        In a worker it rides on to the controller as the line the spool stores, one string
+        (``report.sandtable``: a TestReport keeps extra attributes, and pytest-xdist
+        carries them), within the caps, secrets redacted, with no lone surrogate; the
+        controller stores it as it came. Where it is recorded it goes to the spool at once: taken
         from the report, which pytest keeps to the end of the session (every passed one
         too, in the terminal reporter's stats), or straight from this process's item."""
         result = self._told_by(report) if self._ended else None
         if self.worker:
             if result is not None:
-                from ..report.safe import portable_trial
-
-                report.sandtable = portable_trial(result)  # type: ignore[attr-defined]
+                report.sandtable = self._line(result)  # type: ignore[attr-defined]
             return
         final = str(report.outcome) != "rerun"  # a trial retried by pytest-rerunfailures counts once: its final run
         if result is not None:
@@ -256,14 +256,14 @@ class Recorder:
                 if self.otel is not None:
                     self.otel.add(result.to_dict(), ended_at(report))
         else:
-            data = vars(report).pop("sandtable", None)  # from a worker (or pytest_handlecrashitem)
-            if data is None:
+            line = vars(report).pop("sandtable", None)  # from a worker (or pytest_handlecrashitem)
+            if line is None:
                 if report.failed:
                     self.foreign_failures += 1
             elif final:
+                data = self._spool().add_line(line)  # stored as it came; read for its light trial
                 if self.otel is not None:
                     self.otel.add(data, ended_at(report))
-                self._spool().add_stored(data)
                 if self.decider is not None:  # the xdist controller decides which trials are still needed
                     self.decider.needs.ended_stored(data)
         if "sandtable" in report.keywords:  # a trial item's report (its marker)
@@ -344,8 +344,21 @@ class Recorder:
         why = str(report.longrepr or "the worker crashed")
         result = crashed_trial(crashitem, self.config.rootpath, run_seed=self.run.seed, why=why)
         if result is not None:
-            report.sandtable = result.to_dict()  # type: ignore[attr-defined]
+            report.sandtable = self._line(result)  # type: ignore[attr-defined]
             _give_junit_properties(self.config, report, result)
+
+    def _line(self, result: TrialResult) -> str:
+        """``result`` as the one string a report carries to the xdist controller: the line
+        the spool stores (``report.spool.trial_line``: within the caps, this process's
+        secrets redacted, lone surrogates replaced), which execnet writes as it is and the
+        controller stores without encoding it again."""
+        from ..report.spool import trial_line
+
+        if self._secrets is None:
+            from ..report.safe import secret_values
+
+            self._secrets = secret_values()
+        return trial_line(result, self._secrets).decode("utf-8")
 
     def _spool(self) -> TrialSpool:
         """The run's spool, made with its first trial, in the folder results.json goes to

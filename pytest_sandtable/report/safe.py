@@ -23,8 +23,9 @@ text, transcript and traceback, the summary tables) passes through here:
   (:func:`storable_trial`, :func:`encoded_trial`): one bad trial never costs a run its
   results.json and report.html.
 - **Once a trial.** A run records thousands of trials, nearly all small and clean:
-  :func:`portable_trial` (on the xdist worker that ran it) and :func:`stored_line`
-  (where it is stored), or :func:`fresh_line` alone where one process does both, each
+  :func:`fresh_line` in the process that ran it (under xdist the worker, which sends
+  the line to the controller as it is: ``report.spool.trial_line``), or
+  :func:`portable_trial` and :func:`stored_line` for a trial given as a dict, each
   take one pass of the C encoder to show that a trial holds nothing to clip, redact or
   replace, and only a trial that does is walked.
 - **Length.** A trial's transcript, world diff and list of rules broken are shown in

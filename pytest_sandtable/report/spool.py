@@ -15,11 +15,17 @@ which keeps two things of it:
   diff, passing checks and traceback, a few hundred bytes, and of those the values that
   many trials have alike (their task, tags and soft rules) held once (:class:`Alike`).
 
-A trial comes as a report carries it (:meth:`TrialSpool.add_stored`): one pass of the C
+A trial given as a dict (:meth:`TrialSpool.add_stored`): one pass of the C
 encoder makes its line and shows that it needs no bounding, the usual case; only a
 trial that does is read into a :class:`TrialResult` and bounded (:meth:`TrialSpool.add`).
 A trial this process ran (:meth:`TrialSpool.add_fresh`) is stored from its
 :class:`TrialResult` itself, in one pass as well.
+
+Under pytest-xdist a trial crosses from its worker to the controller as its line
+(:func:`trial_line`, made on the worker with the same functions, secrets redacted
+there): one string, which execnet writes as it is, with no walk over nested values.
+The controller stores it as it came (:meth:`TrialSpool.add_line`), never encoding it
+again, and reads from it only its light trial.
 
 At the end :meth:`TrialSpool.ordered` gives both in results.json's order: the light
 trials for :func:`~pytest_sandtable.report.summary.summarize`, and a
@@ -40,6 +46,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, overload
 
+import orjson
+
+from ..engine.results import _FIELDS as _TRIAL_KEYS
 from ..engine.results import Check, TrialResult
 from .safe import (
     encoded_trial,
@@ -54,7 +63,7 @@ from .safe import (
 from .summary import trial_order_key
 from .types import StoredTrial
 
-__all__ = ["Alike", "SpooledTrials", "TrialSpool", "spool_folder", "summary_view"]
+__all__ = ["Alike", "SpooledTrials", "TrialSpool", "spool_folder", "summary_view", "trial_line"]
 
 # what a light trial holds in place of what nothing reads: shared by all of them (20,000
 # trials would otherwise hold 80,000 empty lists), never mutated
@@ -256,6 +265,21 @@ class TrialSpool:
         else:
             self._entries.append(self._keep(data, summary_view(t)))
 
+    def add_line(self, line: str | bytes) -> dict[str, Any]:
+        """Store a trial's line as :func:`trial_line` made it (in another process: an
+        xdist worker) as it is, and keep its light trial, read from it; the stored trial
+        is returned (what the xdist controller's decider and telemetry read). Never
+        encoded again: a secret of this process's (which the worker may not have had)
+        is redacted in the text, as :meth:`_store` does."""
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        if self.secrets:
+            text = scrubbed_line(text, self.secrets)
+        data = utf8(text)
+        stored: dict[str, Any] = _parsed(data)
+        light = _light_trial(stored) if tuple(stored) == _TRIAL_KEYS else summary_view(TrialResult.from_dict(stored))
+        self._entries.append(self._keep(data, light))
+        return stored
+
     def trials(self) -> list[TrialResult]:
         """The light trials, in the order they were added."""
         return [e.light for e in self._entries]
@@ -383,6 +407,42 @@ class TrialSpool:
             self._entries.append(self._append(dataclasses.replace(e.light, error=error)))
         self._flush()  # to memory: it cannot fail
         return memory
+
+
+# how every line orjson writes starts (a trial's first field, compact); the json module
+# writes the lines orjson cannot (report.safe), with a space after the colon
+_COMPACT_START = b'{"domain":"'
+
+
+def _parsed(line: bytes) -> Any:
+    """A stored line read as the json module reads it, by orjson (a few times as fast) when
+    orjson wrote it. A line the json module wrote may hold an integer past 64 bits, which
+    orjson would read as a float (and never writes)."""
+    if line.startswith(_COMPACT_START):
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
+
+
+def trial_line(t: TrialResult, secrets: Sequence[str]) -> bytes:
+    """The line :meth:`TrialSpool.add_fresh` stores for ``t`` with these ``secrets``
+    (UTF-8, no newline), made by the same functions: in the one pass of
+    :func:`~pytest_sandtable.report.safe.fresh_line` for the usual trial, else as a
+    carried trial's (:meth:`TrialSpool.add_stored`), bounded by the walk if it must be.
+    What an xdist worker sends the controller, which stores it with
+    :meth:`TrialSpool.add_line`."""
+    data = fresh_line(t, secrets)
+    if data is not None:
+        return data
+    d = portable_trial(t)
+    quick = stored_line(d, secrets)
+    if quick is not None:
+        line = quick[1]
+    else:
+        _, line = encoded_trial(shown_trial(TrialResult.from_dict(d), secrets).to_dict(), secrets)
+    return utf8(scrubbed_line(line, secrets))
 
 
 def _spool_file(folder: Path | None) -> IO[bytes]:
