@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -145,11 +145,14 @@ async def _read_body(request: Request) -> bytes | Response:
         return too_big
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            return too_big
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                return too_big
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client went before its body came: no call runs, nobody reads the answer
+        return Response(status_code=400)
     body = b"".join(chunks)
     kind = request.headers.get("content-type", "")
     if (body or kind) and kind.split(";")[0].strip().lower() != "application/json":
