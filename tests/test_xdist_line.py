@@ -84,7 +84,10 @@ def pytest_runtest_logreport(report):
 def test_a_worker_sends_each_trial_as_one_string(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each trial's report leaves its worker holding one string, the line results.json keeps."""
     pytest.importorskip("xdist")
-    for var in ("SHOP_FAIL", "SHOP_CRASH", "SHOP_SAY", "SHOP_USER_FAIL"):
+    # and the xdist worker variables of a suite run under -n: the inner run's controller
+    # would inherit them and pass for a worker in the conftest below
+    for var in ("SHOP_FAIL", "SHOP_CRASH", "SHOP_SAY", "SHOP_USER_FAIL", "PYTEST_XDIST_WORKER",
+                "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(var, raising=False)
     make_shop(pytester)
     with (pytester.path / "conftest.py").open("a", encoding="utf-8") as f:
