@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..domain.files import write_atomic
-from .tau_bench import _block, _name, _param, _q, _typed
+from .tau_bench import _block, _name, _param, _q, _typed, check_out, write_import
 
 __all__ = [
     "DOMAINS",
@@ -556,16 +555,10 @@ def import_tau2(path: Path, out: Path, split: str = DEFAULT_SPLIT, force: bool =
         raise Tau2ImportError(f"--split {split}: expected one of {', '.join(SPLITS)}")
     domain = read_domain(path, split, source)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise Tau2ImportError(f"{out}: exists and is not a folder")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise Tau2ImportError(f"{out}: exists and is not empty; pass --force to write into it")
+    check_out(out, force, Tau2ImportError)
     text = domain_text(domain)
     _check_round_trip(domain, text)
-    out.mkdir(parents=True, exist_ok=True)
-    handler = out / f"tau2_{domain.name}_handlers.py"
-    write_atomic(handler, (TEMPLATES / handler.name).read_bytes())
-    write_atomic(out / DOMAIN_FILE, text.encode("utf-8"))
+    handler = write_import(out, f"tau2_{domain.name}_handlers.py", text)
     return ImportResult(out / DOMAIN_FILE, handler, len(domain.tools), len(domain.tasks),
                         {t: len(r) for t, r in domain.data.items()})
 

@@ -483,21 +483,32 @@ class ImportResult:
     rows: dict[str, int]
 
 
+def check_out(out: Path, force: bool, error: type[Exception]) -> None:
+    """An import's output folder: absent, empty, or written into only with ``--force``."""
+    if out.exists() and not out.is_dir():
+        raise error(f"{out}: exists and is not a folder")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise error(f"{out}: exists and is not empty; pass --force to write into it")
+
+
+def write_import(out: Path, handler_name: str, text: str) -> Path:
+    """Write the handler module (the template of that name), then the domain file: a
+    domain file never names a module that is not there. Returns the handler's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    handler = out / handler_name
+    write_atomic(handler, (TEMPLATES / handler_name).read_bytes())
+    write_atomic(out / DOMAIN_FILE, text.encode("utf-8"))
+    return handler
+
+
 def import_tau_bench(path: Path, out: Path, force: bool = False) -> ImportResult:
     """Read the env at ``path`` and write ``out/sandtable.yaml`` and its handler module."""
     env = read_env(path)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise TauImportError(f"{out}: exists and is not a folder")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise TauImportError(f"{out}: exists and is not empty; pass --force to write into it")
+    check_out(out, force, TauImportError)
     text = domain_text(env)
     _check_round_trip(env, text)
-    out.mkdir(parents=True, exist_ok=True)
-    handler = out / f"tau_{env.name}_handlers.py"
-    # the handler module first: a domain file never names a module that is not there
-    write_atomic(handler, (TEMPLATES / handler.name).read_bytes())
-    write_atomic(out / DOMAIN_FILE, text.encode("utf-8"))
+    handler = write_import(out, f"tau_{env.name}_handlers.py", text)
     return ImportResult(
         domain_file=out / DOMAIN_FILE,
         handler_file=handler,
