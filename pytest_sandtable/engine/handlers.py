@@ -102,16 +102,19 @@ class _Shared:
     ``random.Random`` and the simulated clock (made on first use). Plain values only: a
     handler's ``ctx`` leads to no engine object (see :class:`WorldHandle`)."""
 
-    __slots__ = ("_clock", "_now", "_random", "seed")
+    __slots__ = ("_clock", "_now", "_random", "seed", "seeded")
 
     def __init__(self, seed: int, domain_clock: Any, task_clock: Any) -> None:
         self.seed = seed
         self._clock = (domain_clock, task_clock)
         self._random: random.Random | None = None
         self._now: datetime | None = None
+        # a handler read the seed or the generator: what the calls did may depend on the seed
+        self.seeded = False
 
     @property
     def random(self) -> random.Random:
+        self.seeded = True
         if self._random is None:
             self._random = random.Random(self.seed)
         return self._random
@@ -204,6 +207,7 @@ class HandlerContext:
 
     @property
     def seed(self) -> int:
+        self._shared.seeded = True
         return self._shared.seed
 
     @property

@@ -45,6 +45,18 @@ def reference_world(
     """A fresh world after the task's ``given`` and its reference's calls (a call that
     fails changes nothing, as in a trial). Each call's result is added to ``results``
     when given (what the agent would have been shown)."""
+    return _replayed(domain, task, seed, apply_given, results)[0]
+
+
+def _replayed(
+    domain: Domain,
+    task: Task,
+    seed: int,
+    apply_given: Callable[[World, Task], None],
+    results: list[ToolResult] | None = None,
+) -> tuple[World, bool]:
+    """:func:`reference_world`, and whether a handler read the seed (``ctx.seed``,
+    ``ctx.random``) on the way: when none did, the world is the same for every seed."""
     world = World(seed_for(domain))
     apply_given(world, task)
     handlers = HandlerState(domain, task, seed)
@@ -52,6 +64,24 @@ def reference_world(
         result = _replay(domain, str(step.call), step.args, world, handlers, index)
         if results is not None:
             results.append(result)
+    return world, handlers.shared.seeded
+
+
+# the reference world of a task whose replay read no seed, made once per process: it is the
+# same for every trial, and replaying it was half of an imported τ-bench trial. Keyed by the
+# task object (kept alive here, so its id is not reused); a domain loaded again (regrade's
+# edited copy) has new task objects. Only read by the grading below, never changed.
+_UNSEEDED: dict[int, tuple[Task, World]] = {}
+_UNSEEDED_MAX = 4096
+
+
+def _wanted(domain: Domain, task: Task, seed: int, apply_given: Callable[[World, Task], None]) -> World:
+    kept = _UNSEEDED.get(id(task))
+    if kept is not None and kept[0] is task:
+        return kept[1]
+    world, seeded = _replayed(domain, task, seed, apply_given)
+    if not seeded and len(_UNSEEDED) < _UNSEEDED_MAX:
+        _UNSEEDED[id(task)] = (task, world)
     return world
 
 
@@ -143,7 +173,7 @@ def grade_world_matches_reference(
         apply_given(wanted, task)
     else:
         try:
-            wanted = reference_world(domain, task, seed, apply_given)
+            wanted = _wanted(domain, task, seed, apply_given)
         except HandlerBug as e:
             raise RuntimeError(f"replaying the reference: {e}") from None
     differing = []
