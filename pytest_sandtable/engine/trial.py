@@ -33,7 +33,7 @@ from .api import (
 )
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
-from .grading import grade
+from .grading import DomainAssertionError, grade, grade_asserts
 from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
     CrossLoopError,
@@ -709,7 +709,7 @@ async def _talk(t: _Trial, talk: _Dialogue, serve: ServeHook | None) -> str | No
 def _verdict(checks: list[Check]) -> str:
     """Passed when every check passed, else failed (a loop: this runs once a trial)."""
     for c in checks:
-        if not c.passed:
+        if not c.passed and c.counted:  # (issue 22: a check the task's basis leaves out never fails it)
             return FAILED
     return PASSED
 
@@ -732,12 +732,20 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     expect = t.task.expect
     # only the task's reply_includes read what the agent said
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"] if expect.reply_includes else ()
+    start = len(checks)
     try:
         checks.extend(grade(expect, t.world, t.calls, agent_texts))
         if expect.world_matches_reference:
             checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
+        checks.extend(grade_asserts(t.domain, expect, t.world))  # issue 22, part B
+    except DomainAssertionError as e:  # issue 22, part B: an assertion's fault is the domain's
+        return f"the domain failed grading the trial: {e}"
     except Exception as e:  # an expectation of the domain went wrong, not the agent
         return f"the domain failed grading the trial: {type(e).__name__}: {e}"
+    if expect.basis is not None:  # issue 22, part B: kinds the basis leaves out are recorded, not counted
+        for c in checks[start:]:
+            if c.kind not in expect.basis:
+                c.counted = False
     return None
 
 
