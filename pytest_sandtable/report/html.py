@@ -427,7 +427,8 @@ def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> 
         body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
     body += f'<div class="muted">{e(fault_note(c["fault"]))}</div>' if c.get("fault") else ""
     cls = "ok" if c["ok"] else "err"
-    return (f'<li class="call {cls}"><span class="who">tool</span><div class="body">{head}{body}'
+    who = "tool" if not c.get("by") else f"tool · {e(c['by'])}"  # (issue 22: a setup or history call)
+    return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
             f"{_marks(by_call.pop(c['index'], []))}</div></li>")
 
 

@@ -175,7 +175,7 @@ def _transcript_text(r: TrialResult) -> str:
             continue
         if e["role"] == "tool":
             c = r.calls[e["call"]]
-            head = f"[{c['turn']}] agent -> {c['tool']}({_args(c['args'])})"
+            head = f"[{c['turn']}] {c.get('by', 'agent')} -> {c['tool']}({_args(c['args'])})"  # (issue 22: by)
             if c["ok"]:
                 out.append(f"{head}\n        = {_short_json(c['result'])}")
             else:
