@@ -100,3 +100,80 @@ def test_regrade_grades_assertions_from_the_stored_final_world(
     trial = st.report.results_json.read_results(Path("regraded"))["trials"][0]
     assert [(c["id"], c["passed"], c.get("counted", True)) for c in trial["checks"]] == [
         ("reply:sorry", False, False), ("assert:active", True, True), ("assert:gone", True, True)]
+
+
+MID_WAY = """\
+version: 1
+name: mid
+world:
+  lines:
+    key: line
+    rows:
+      - { line: L-1, status: active }
+tools:
+  - name: suspend_line
+    params: { line: { type: string } }
+    ops:
+      - update: { table: lines, key: $line, set: { status: suspended } }
+  - name: resume_line
+    params: { line: { type: string } }
+    ops:
+      - update: { table: lines, key: $line, set: { status: active } }
+  - name: get_line
+    params: { line: { type: string } }
+    ops:
+      - get: { table: lines, key: $line }
+tasks:
+  - id: resume
+    setup:
+      - { call: suspend_line, args: { line: L-1 } }
+    history:
+      - { role: user, say: "My line L-1 is down." }
+      - { role: agent, say: "Let me look.", calls: [{ call: get_line, args: { line: L-1 } }] }
+      - { role: user, say: "Well?" }
+    user: { script: ["Thanks."] }
+    expect:
+      state: [{ table: lines, key: L-1, fields: { status: active } }]
+      reply_includes: [resumed]
+    reference:
+      - say: "It is suspended; I can't change that."
+  - id: ticket
+    solo: true
+    ticket: "Resume line L-1."
+    expect:
+      called: [resume_line]
+    reference:
+      - say: "Nothing done."
+"""
+
+
+def test_a_trial_that_starts_mid_way_as_the_terminal_shows_it(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("sandtable.yaml").write_text(MID_WAY, encoding="utf-8")
+    result = pytester.runpytest("-p", "no:randomly", "--sandtable-out=out")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "resume trial 1 of 1 failed (seed *, ended by script_end after 2 agent turns)",
+        '  state  state:lines[L-1]#1  lines L-1: status is "suspended", expected "active"',
+        '  reply  reply:resumed       agent never said "resumed"',
+        "*- Captured sandtable transcript call -*",
+        '[[]0] setup -> suspend_line(line="L-1")',
+        '        = {"line": "L-1", "status": "suspended"}',
+        "[[]0] user : My line L-1 is down.",
+        '[[]0] history -> get_line(line="L-1")',
+        '        = {"line": "L-1", "status": "suspended"}',
+        "[[]0] agent: Let me look.",
+        "[[]0] user : Well?",
+        "[[]1] agent: It is suspended; I can't change that.",
+        "[[]1] user : Thanks.",
+        "[[]2] agent: ",
+    ])
+    result.stdout.fnmatch_lines([
+        "ticket trial 1 of 1 failed (seed *, ended by solo after 1 agent turn)",
+        "  called  called:resume_line  resume_line was never called successfully",
+        "*- Captured sandtable transcript call -*",
+        "[[]0] user : Resume line L-1.",
+        "[[]1] agent: Nothing done.",
+    ])
+    trials = json.loads((pytester.path / "out" / "results.json").read_text(encoding="utf-8"))["trials"]
+    assert [(c["tool"], c.get("by")) for c in trials[0]["calls"]] == [("suspend_line", "setup"),
+                                                                      ("get_line", "history")]

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Playbook
 
 import pytest_sandtable as st
+from conftest import Playbook
 from pytest_sandtable.report.text import transcript_text
 
 Make = Callable[[str], st.Domain]
