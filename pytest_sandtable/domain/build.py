@@ -14,16 +14,19 @@ from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
     Accept,
+    Assertion,
     CallMatcher,
     Check,
     Domain,
     Expect,
+    HistoryMessage,
     Invariant,
     Op,
     Param,
     Pos,
     RefStep,
     ScriptLine,
+    SetupStep,
     StateExpectation,
     Table,
     Task,
@@ -195,6 +198,8 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             not_called=[_matcher(m) for m in expect.get("not_called", [])],
             reply_includes=list(expect.get("reply_includes", [])),
             world_matches_reference=bool(expect.get("world_matches_reference", False)),
+            asserts=_assertions(doc, i, expect.get("assert", [])),  # issue 22, part B
+            basis=tuple(expect["basis"]) if "basis" in expect else None,
         ),
         reference=[
             RefStep(call=s.get("call"), args=dict(s.get("args", {})), say=s.get("say")) for s in t.get("reference", [])
@@ -209,6 +214,7 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             for j, a in enumerate(t.get("accept", []))
         ),
         judge=judging.build_criteria(t.get("judge", {}), doc.pos, ("tasks", i, "judge")),
+        **_mid_way(doc, i, t),  # issue 22, part B
     )
 
 
@@ -245,4 +251,38 @@ def _state(entries: list[dict[str, Any]]) -> list[StateExpectation]:
 def _matcher(m: str | dict[str, Any]) -> CallMatcher:
     if isinstance(m, str):
         return CallMatcher(tool=m)
-    return CallMatcher(tool=m["tool"], args=m.get("args"))
+    return CallMatcher(tool=m["tool"], args=m.get("args"), by=m.get("by", "agent"))
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+
+
+def _assertions(doc: Document, i: int, entries: list[Any]) -> list[Assertion]:
+    out = []
+    for j, entry in enumerate(entries):
+        pos = doc.pos(("tasks", i, "expect", "assert", j))
+        if isinstance(entry, str):
+            out.append(Assertion(function=entry, pos=pos))
+        else:
+            out.append(Assertion(function=entry["function"], args=dict(entry.get("args", {})), id=entry.get("id"),
+                                 pos=pos))
+    return out
+
+
+def _mid_way(doc: Document, i: int, t: dict[str, Any]) -> dict[str, Any]:
+    """A task's `setup`, `history`, `solo` and `ticket`, as Task's keyword arguments."""
+    setup = [
+        SetupStep(call=s.get("call"), args=dict(s.get("args", {})), by=s.get("by", "agent"), handler=s.get("handler"),
+                  pos=doc.pos(("tasks", i, "setup", j)))
+        for j, s in enumerate(t.get("setup", []))
+    ]
+    history = [
+        HistoryMessage(
+            role=m["role"],
+            say=m["say"],
+            calls=tuple(RefStep(call=c["call"], args=dict(c.get("args", {}))) for c in m.get("calls", [])),
+            pos=doc.pos(("tasks", i, "history", j)),
+        )
+        for j, m in enumerate(t.get("history", []))
+    ]
+    return {"setup": setup, "history": history, "solo": bool(t.get("solo", False)), "ticket": t.get("ticket")}

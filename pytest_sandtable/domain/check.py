@@ -863,6 +863,7 @@ def _tasks(c: _Checker) -> None:
         _reference_world(c, task, path)
         faults.check_task(c, task, path)
         _accept(c, task.get("accept"), (*path, "accept"))
+        _mid_way(c, task, path)  # issue 22, part B
 
 
 def _accept(c: _Checker, entries: Any, path: PathTuple) -> None:
@@ -1064,3 +1065,92 @@ def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
         items = _map(schema.get("items"))
         return [_coerce(v, items) for v in value]
     return value
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# `expect.assert` ids, `expect.basis`, `setup`, `history`, `solo` and `ticket`. (Whether an
+# assertion's or a setup handler's function imports, and takes its arguments, is
+# domain/handlers.py's check, with the tools' handlers.)
+
+# which keys of `expect` each basis kind stands for
+_BASIS_KEYS = {
+    "state": ("state", "world_matches_reference"),
+    "called": ("called",),
+    "not_called": ("not_called",),
+    "reply": ("reply_includes",),
+    "assert": ("assert",),
+}
+
+
+def _mid_way(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
+    expect = _map(task.get("expect"))
+    _assert_ids(c, expect.get("assert"), (*path, "expect", "assert"))
+    _basis(c, expect, (*path, "expect"))
+    for j, step in _items(task.get("setup")):
+        step = _map(step)
+        spath = (*path, "setup", j)
+        if step.get("by") == "user":
+            # TODO(issue 22, merge): a `by: user` setup step runs a user tool (part A's user_tools)
+            c.add((*spath, "by"), "`by: user` needs the user's tools (user_tools), which this domain cannot have yet")
+            continue
+        if "call" in step:
+            _step(c, {k: v for k, v in step.items() if k in ("call", "args")}, spath)
+        elif "handler" in step and "by" in step:
+            c.add((*spath, "by"), "'by' is for a setup `call`; a `handler` step is a function over the world",
+                  at_key=True)
+    for j, message in _items(task.get("history")):
+        message = _map(message)
+        mpath = (*path, "history", j)
+        calls = message.get("calls")
+        if calls is not None and message.get("role") == "user":
+            c.add((*mpath, "calls"), "only the agent's messages have `calls` (the user's tools are not in this "
+                                     "domain's history)", at_key=True)
+            continue
+        for k, call in _items(calls):
+            _step(c, _map(call), (*mpath, "calls", k))
+    _solo(c, task, path)
+
+
+def _assert_ids(c: _Checker, entries: Any, path: PathTuple) -> None:
+    first_at: dict[str, int] = {}
+    for j, entry in _items(entries):
+        aid = _map(entry).get("id")
+        if not isinstance(aid, str):
+            continue
+        if aid in first_at:
+            first = c.line_of((*path, first_at[aid]))
+            c.add((*path, j, "id"), f"duplicate assert id '{clip(aid)}' in this task{first}")
+        else:
+            first_at[aid] = j
+
+
+def _basis(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
+    """Each kind the basis names is one the task expects something of (an unknown kind is
+    the schema's problem, with its did-you-mean)."""
+    for j, kind in _items(expect.get("basis")):
+        keys = _BASIS_KEYS.get(kind) if isinstance(kind, str) else None
+        if keys is None:
+            continue
+        if not any(expect.get(k) for k in keys):
+            c.add((*path, "basis", j), f"basis names `{kind}` but the task has no `{keys[0]}`"
+                                       + (" (nor world_matches_reference)" if kind == "state" else ""))
+
+
+def _solo(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
+    """A solo task has a ticket and no simulated user to speak; a ticket is for a solo task."""
+    if task.get("solo") is not True:
+        if "ticket" in task:
+            c.add((*path, "ticket"), "'ticket' is for a solo task: add `solo: true` (the agent then works from the "
+                                     "ticket alone), or give the user an opening", at_key=True)
+        return
+    if "ticket" not in task:
+        c.add((*path, "solo"), "a solo task needs `ticket`: the agent's first message, what it works from",
+              at_key=True)
+    user = _map(task.get("user"))
+    for key in ("opening", "script", "say_unknown"):
+        if key in user:
+            c.add((*path, "user", key), f"a solo task has no simulated user, so no user.{key}: the agent works "
+                                        "from the ticket alone", at_key=True)
+    if "history" in task:
+        c.add((*path, "history"), "a solo task starts from its ticket, not from a conversation: drop `history` "
+                                  "or `solo`", at_key=True)

@@ -207,6 +207,9 @@ class StateExpectation:
 class CallMatcher:
     tool: str
     args: dict[str, Any] | None = None  # conditions on the call's arguments
+    # issue 22 (part B): whose calls it matches, "agent" or "user" (a call's log entry
+    # without `by` is the agent's; `setup`, `history` and `sync` entries match neither)
+    by: str = "agent"
 
 
 @dataclass
@@ -218,6 +221,10 @@ class Expect:
     # the final world must equal the world the task's reference calls make (τ-bench's
     # criterion; engine/reference_world.py grades it field by field)
     world_matches_reference: bool = False
+    # issue 22 (part B): code on the final world (`assert`), and the kinds that decide the
+    # verdict (`basis`; None: every kind counts)
+    asserts: list[Assertion] = field(default_factory=list)
+    basis: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -227,6 +234,54 @@ class RefStep:
     call: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     say: str | None = None
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# Tasks that start mid-way (setup, history, solo) and expectations that call code (assert),
+# graded by the kinds a task's `basis` names (docs/spec.md).
+
+# The expectation kinds a task's `basis` may name (`state` covers world_matches_reference).
+BASIS_KINDS = ("state", "called", "not_called", "reply", "assert")
+# Who a called / not_called matcher is about.
+CALLERS = ("agent", "user")
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """An ``expect.assert`` entry: ``function`` (``module:function``, resolved as handlers
+    are) called ``fn(world, **args)`` on the final world through a read-only handle; it
+    returns a bool or ``(bool, message)``. ``id`` names its check (``assert:<id>``)."""
+
+    function: str
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    pos: Pos | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class SetupStep:
+    """A task's ``setup`` step, run before the first message: a tool call (``call`` and
+    ``args``, by ``by``) or a function (``handler``: ``fn(args, world, ctx)``)."""
+
+    call: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    by: str = "agent"
+    handler: str | None = None
+    pos: Pos | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class HistoryMessage:
+    """A message of a task's ``history`` (the conversation the trial starts from): who
+    said it (``user`` or ``agent``), what, and the agent's tool calls with it."""
+
+    role: str
+    say: str
+    calls: tuple[RefStep, ...] = ()
+    pos: Pos | None = field(default=None, compare=False)
+
+
+# --------------------------------------------------------------------------- end of issue 22, part B
 
 
 # A task's faults (docs/spec.md, "Faults and events"): what a flaky dependency does to a call.
@@ -329,6 +384,11 @@ class Task:
     accept: tuple[Accept, ...] = ()
     # judged criteria of this task, asked besides the domain's (docs/judges.md); never in the verdict
     judge: tuple[Criterion, ...] = ()
+    # issue 22 (part B): where the trial starts from (docs/spec.md, "Setup", "History", "Solo")
+    setup: list[SetupStep] = field(default_factory=list)
+    history: list[HistoryMessage] = field(default_factory=list)
+    solo: bool = False
+    ticket: str | None = None
 
 
 @dataclass

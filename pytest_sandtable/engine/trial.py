@@ -33,7 +33,7 @@ from .api import (
 )
 from .attribution import attribute
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
-from .grading import grade
+from .grading import DomainAssertionError, grade, grade_asserts
 from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
     CrossLoopError,
@@ -53,6 +53,7 @@ from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
+from .start import StartFailed, run_start, start_applier
 from .tools import RECORDED_LIMIT, ArgError, clipped_text, coerce_args, recorded_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
@@ -437,6 +438,8 @@ class _Dialogue:
         t = self.t
         closing = False
         opening = t.task.user.opening
+        if t.task.history or t.task.solo:  # issue 22, part B: the trial starts mid-way
+            opening, closing = _mid_way_opening(self, t.task)
         if not opening:
             first = self._inline_user_says() if self.user_inline else _ON_LOOP
             if first is _ON_LOOP:
@@ -449,7 +452,8 @@ class _Dialogue:
                     return
                 self.ended_by, closing = first.stop, True
             opening = first.text
-        t.say("user", opening)
+        if opening is not _AGENT_NEXT:  # (issue 22: a history that ends with the user's message)
+            t.say("user", opening)
         max_turns = t.task.max_turns
         while True:
             # an inline agent's or user's turn runs without a coroutine, unless it needs the loop
@@ -709,7 +713,7 @@ async def _talk(t: _Trial, talk: _Dialogue, serve: ServeHook | None) -> str | No
 def _verdict(checks: list[Check]) -> str:
     """Passed when every check passed, else failed (a loop: this runs once a trial)."""
     for c in checks:
-        if not c.passed:
+        if not c.passed and c.counted:  # (issue 22: a check the task's basis leaves out never fails it)
             return FAILED
     return PASSED
 
@@ -732,12 +736,22 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     expect = t.task.expect
     # only the task's reply_includes read what the agent said
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"] if expect.reply_includes else ()
+    start = len(checks)
     try:
         checks.extend(grade(expect, t.world, t.calls, agent_texts))
         if expect.world_matches_reference:
-            checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
+            given = apply_given if not (t.task.setup or t.task.history) else start_applier(
+                t.domain, t.info.seed, apply_given)  # issue 22, part B: the reference starts where the trial did
+            checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, given))
+        checks.extend(grade_asserts(t.domain, expect, t.world))  # issue 22, part B
+    except DomainAssertionError as e:  # issue 22, part B: an assertion's fault is the domain's
+        return f"the domain failed grading the trial: {e}"
     except Exception as e:  # an expectation of the domain went wrong, not the agent
         return f"the domain failed grading the trial: {type(e).__name__}: {e}"
+    if expect.basis is not None:  # issue 22, part B: kinds the basis leaves out are recorded, not counted
+        for c in checks[start:]:
+            if c.kind not in expect.basis:
+                c.counted = False
     return None
 
 
@@ -821,7 +835,7 @@ async def reference_trial(domain: Domain, task: Task) -> TrialResult | None:
     if hit is not None and hit[0] is domain:
         return hit[1]
     found: TrialResult | None = None
-    if task.reference and (task.user.opening or task.user.script):
+    if task.reference and (task.user.opening or task.user.script or task.solo or task.history):
         replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), 1, 1, 0, "reference",
                                      "scripted", None, "", None, False)
         found = None if replay.verdict == ERRORED else replay
@@ -868,6 +882,8 @@ async def _graded_trial(
         apply_given(t.world, task)
     except (NotFound, Conflict) as e:
         error = f"the task's given could not be applied: {e}"
+    if error is None and (task.setup or task.history):  # issue 22, part B
+        error = _start(t)
     baseline = t.world.savepoint()
     try:
         if error is None:
@@ -1065,6 +1081,47 @@ async def _go_on(coro: Any, yielded: Any) -> TrialResult:
             return done.value  # type: ignore[no-any-return]
 
 
+# --------------------------------------------------------------------------- issue 22, part B
+# A trial that starts mid-way: its task's setup and history run before the first message,
+# or, solo, the agent works from the task's ticket alone.
+
+
+class _AgentNext(enum.Enum):
+    """The type of :data:`_AGENT_NEXT` (an enum of one, so that type checkers narrow ``is``)."""
+
+    AGENT_NEXT = 0
+
+
+_AGENT_NEXT: Any = _AgentNext.AGENT_NEXT
+"""The opening of a trial whose history ends with the user's message: nothing is said,
+the agent speaks next."""
+
+
+def _start(t: _Trial) -> str | None:
+    """The task's setup and history on the trial's world, its log and conversation; why the
+    trial errored, if a step failed (the domain's fault)."""
+    try:
+        run_start(t.domain, t.task, t.world, t.handlers, t.calls, t.transcript, t.conversation)
+    except StartFailed as e:
+        return f"the domain failed starting the trial: {e}"
+    return None
+
+
+def _mid_way_opening(talk: _Dialogue, task: Task) -> tuple[Any, bool]:
+    """The opening of a trial that starts mid-way, and whether the conversation closes
+    after the agent's next turn. Solo: the ticket, and the trial ends after the agent's
+    first reply (there is no simulated user to answer it). A history that ends with the
+    user's message: nothing is said (the agent speaks next); with the agent's: None, so the
+    simulated user is asked for its next message, having read the history."""
+    if task.solo:
+        # TODO(issue 22, merge): τ²'s solo agent gets the user's tools too (part A's user_tools)
+        talk.ended_by = "solo"
+        return task.ticket, True
+    if task.history[-1].role == "user":
+        return _AGENT_NEXT, False
+    return None, False
+
+
 # --------------------------------------------------------------------------- regrade
 
 
@@ -1119,8 +1176,14 @@ def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: Tr
         apply_given(t.world, task)
     except (NotFound, Conflict) as e:
         raise NotReproducible(f"the task's given could not be applied: {e}") from None
+    started = 0
+    if task.setup or task.history:  # issue 22, part B: the start made again, its entries not replayed
+        error = _start(t)
+        if error is not None:
+            raise NotReproducible(error)
+        started = len(t.transcript)
     baseline = t.world.savepoint()
-    for entry in stored.transcript:
+    for entry in stored.transcript[started:]:
         if entry["role"] == "tool":
             _replay_call(t, stored.calls[entry["call"]])
         elif entry["role"] != "event":  # an event happens again in the replay of the call it follows

@@ -220,7 +220,7 @@ class TrialItem(pytest.Function):
 
         The skipped trial still counts, as an errored one carried by its setup report (no
         graded trial, so its task's verdict is "skipped")."""
-        if self.task.user.opening or self.task.user.script:
+        if self.task.user.opening or self.task.user.script or self.task.solo:  # (issue 22: a solo task has no user)
             return
         if (st.run.user or "scripted").strip() != "scripted" or overriding_fixture(self, "sandtable_user"):
             return

@@ -427,7 +427,8 @@ def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> 
         body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
     body += f'<div class="muted">{e(fault_note(c["fault"]))}</div>' if c.get("fault") else ""
     cls = "ok" if c["ok"] else "err"
-    return (f'<li class="call {cls}"><span class="who">tool</span><div class="body">{head}{body}'
+    who = "tool" if not c.get("by") else f"tool · {e(c['by'])}"  # (issue 22: a setup or history call)
+    return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
             f"{_marks(by_call.pop(c['index'], []))}</div></li>")
 
 
@@ -503,7 +504,8 @@ def _checks(t: StoredTrial) -> str:
     checks = t["checks"]
     if not checks:
         return ""
-    rows = [[_badge("passed" if c["passed"] else "failed", "pass" if c["passed"] else "fail"),
+    rows = [[_badge("passed" if c["passed"] else "failed", "pass" if c["passed"] else "fail")
+             + (' <span class="muted">not counted</span>' if c.get("counted") is False else ""),  # issue 22
              f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])]
             for c in checks]
     return (f'<details class="all-checks"><summary>{"All " if len(checks) > 1 else ""}'
@@ -573,7 +575,7 @@ def _trial_head(t: StoredTrial) -> str:
         bits.append(f'<span class="muted">ended by {e(t["ended_by"])}</span>')
     bits.append(f'<span class="muted">{e(plural(t["turns"], "turn"))} · {e(plural(len(t["calls"]), "call"))}'
                 f' · seed {e(t["seed"])} · {e(duration(t["duration"]))}</span>')
-    failed = [c for c in t["checks"] if not c["passed"]]
+    failed = [c for c in t["checks"] if not c["passed"] and c.get("counted") is not False]  # (issue 22)
     if failed:
         bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
     return " ".join(bits)
@@ -583,7 +585,8 @@ def _trial_body(t: StoredTrial) -> str:
     """A trial in full: failed checks, likely owner, transcript, world diff, every check,
     soft rules broken, who ran it."""
     v = t["verdict"]
-    failed = [c for c in t["checks"] if not c["passed"]]
+    failed = [c for c in t["checks"] if not c["passed"] and c.get("counted") is not False]  # (issue 22)
+    uncounted = [c for c in t["checks"] if not c["passed"] and c.get("counted") is False]
     body = []
     if t["error"] and v == "errored":
         body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(t["error"])}</div>')
@@ -592,6 +595,10 @@ def _trial_body(t: StoredTrial) -> str:
     if failed:
         rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
+    if uncounted:  # issue 22: kinds the task's basis leaves out, checked and shown, never failing the trial
+        rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in uncounted]
+        body.append('<h4>Failed checks, not counted</h4><p class="muted small">of kinds the task\'s basis leaves '
+                    'out: they never fail the trial</p>' + _table(["kind", "check", "detail"], rows, "checks"))
     body.append(_attribution(t))
     body.append("<h4>Transcript</h4>" + _transcript(t))
     traceback = t.get("traceback")

@@ -240,10 +240,11 @@ class Summary(TypedDict):
 
 
 class StoredCheck(TypedDict):
-    kind: str  # invariant | state | called | not_called | reply | runtime
+    kind: str  # invariant | state | called | not_called | reply | assert | runtime
     id: str
     passed: bool
     detail: str
+    counted: NotRequired[Literal[False]]  # (issue 22) a kind the task's basis leaves out; absent: it counts
 
 
 class StoredViolation(TypedDict):
@@ -271,6 +272,7 @@ class StoredCall(TypedDict):
     error: CallError | None
     violations: list[str]
     fault: NotRequired[dict[str, Any]]  # the task's fault the call met; only on a faulted call
+    by: NotRequired[str]  # (issue 22) who made it when not the agent: user, sync, setup, history
 
 
 class Message(TypedDict):
