@@ -23,6 +23,7 @@ from ..domain.wording import clip
 from .api import ToolResult
 from .handlers import HandlerBug, HandlerState, run_tool
 from .results import Check
+from .start import run_start
 from .tools import ArgError, coerce_args
 from .world import World, seed_for
 
@@ -60,6 +61,8 @@ def _replayed(
     world = World(seed_for(domain))
     apply_given(world, task)
     handlers = HandlerState(domain, task, seed)
+    if task.setup or task.history:  # the reference starts where the trial did, on the same seed's draws
+        run_start(domain, task, world, handlers)
     for index, step in enumerate(s for s in task.reference if s.call is not None):
         result = _replay(domain, str(step.call), step.args, world, handlers, index)
         if results is not None:
@@ -168,14 +171,10 @@ def grade_world_matches_reference(
     ``apply_given`` is the trial's own (passed in: the trial module imports this one)."""
     if not task.expect.world_matches_reference:
         return []
-    if not any(s.call is not None for s in task.reference):
-        wanted = World(seed_for(domain))
-        apply_given(wanted, task)
-    else:
-        try:
-            wanted = _wanted(domain, task, seed, apply_given)
-        except HandlerBug as e:
-            raise RuntimeError(f"replaying the reference: {e}") from None
+    try:
+        wanted = _wanted(domain, task, seed, apply_given)
+    except HandlerBug as e:
+        raise RuntimeError(f"replaying the reference: {e}") from None
     differing = []
     seen: set[tuple[str, Any]] = set()
     for table, key in _touched(world) + _touched(wanted):

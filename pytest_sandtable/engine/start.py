@@ -20,7 +20,6 @@ conversation is text.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from ..domain.handlers import HandlerImportError, handler_folder, resolve_handler
@@ -32,7 +31,7 @@ from .invoke import exception_text
 from .tools import ArgError, coerce_args
 from .world import World, copy_row
 
-__all__ = ["StartFailed", "run_start", "start_applier"]
+__all__ = ["StartFailed", "run_start"]
 
 # the most characters of a history call's result written into the agent's message
 _RESULT_TEXT_MAX = 2000
@@ -79,20 +78,6 @@ def run_start(
         if conversation is not None:
             conversation.append({"role": "user" if m.role == "user" else "assistant", "content": said})
 
-
-Applier = Callable[[World, Task], None]
-
-
-def start_applier(domain: Domain, seed: int, apply_given: Applier) -> Applier:
-    """``apply_given`` followed by the task's setup and history calls: a fresh world as a
-    trial of the task starts, for the reference world (engine/reference_world.py)."""
-
-    def apply(world: World, task: Task) -> None:
-        apply_given(world, task)
-        if task.setup or task.history:
-            run_start(domain, task, world, HandlerState(domain, task, seed))
-
-    return apply
 
 
 def _call(

@@ -53,7 +53,7 @@ from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
-from .start import StartFailed, run_start, start_applier
+from .start import StartFailed, run_start
 from .tools import RECORDED_LIMIT, ArgError, clipped_text, coerce_args, recorded_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
@@ -740,9 +740,8 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     try:
         checks.extend(grade(expect, t.world, t.calls, agent_texts))
         if expect.world_matches_reference:
-            given = apply_given if not (t.task.setup or t.task.history) else start_applier(
-                t.domain, t.info.seed, apply_given)  # issue 22, part B: the reference starts where the trial did
-            checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, given))
+            # the reference starts where the trial did: its setup and history (engine/reference_world.py)
+            checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
         checks.extend(grade_asserts(t.domain, expect, t.world))  # issue 22, part B
     except DomainAssertionError as e:  # issue 22, part B: an assertion's fault is the domain's
         return f"the domain failed grading the trial: {e}"
