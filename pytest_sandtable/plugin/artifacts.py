@@ -464,17 +464,21 @@ class Recorder:
             needs = run_state(self.config).needs
         if needs is not None:
             tasks, stopped = needs.collected_names(), needs.stopped
-        baseline = None
+        baseline = pairs = None
         if run.baseline is not None and run.baseline.doc is not None:
-            from ..report.adaptive import baseline_counts
+            from ..report.adaptive import baseline_counts, paired_outcomes
 
-            baseline = baseline_counts(run.baseline.doc)
+            if run.baseline.paired:
+                pairs = paired_outcomes(run.baseline.doc, run.seed, a.cap)
+            else:
+                baseline = baseline_counts(run.baseline.doc)
         from .adaptive import regression_alpha
 
         section = adaptive_section(
             {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
              "max_trials": a.max_trials, "max_cost": run.max_cost},
-            trials, tasks=tasks, stopped=stopped, baseline=baseline, regression_alpha=regression_alpha(run))
+            trials, tasks=tasks, stopped=stopped, baseline=baseline, regression_alpha=regression_alpha(run),
+            pairs=pairs)
         honest_intervals(results["summary"], section)
         honest_intervals({"tasks": results["tasks"]}, section)
         results["adaptive"] = section
@@ -811,20 +815,26 @@ def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],
     test, which does not hold after adaptive stopping. Of ``fisher``'s checks only the
     critical-task rule (any drop of a critical task) and ``--sandtable-max-drop`` are kept,
     as separate rules; ``gated``: the gate's lines will show the checks."""
-    from ..report.adaptive import regression_line, task_name
+    from ..report.adaptive import regression_how, regression_line, task_name
     from ..report.fmt import plural
     from ..report.gates import GateCheck
 
     part = section.get("regression")
     if part is None:  # the baseline was not read (cannot be: the controller reads it)
         return [], fisher
-    how = f"sequential, e-BH at alpha {part['alpha']:g}"
+    how = regression_how(part)
     several = len({t["domain"] for t in section["tasks"]}) > 1
     by_name = {task_name(t["domain"], t["task"], several): t for t in section["tasks"] if "regression" in t}
     checks = []
     for name in part["flagged"]:
         r = by_name[name]["regression"]
-        checks.append(GateCheck(False, f"task {name} regressed from {r['baseline'][0]}/{r['baseline'][1]} in the "
+        if "pairs" in r:
+            checks.append(GateCheck(False, f"task {name} regressed against the baseline's trials of the same seeds "
+                                           f"({how}: e-value {r['e_value']:.3g} after {plural(r['graded'], 'pair')}, "
+                                           f"{plural(r['pairs'][0], 'drop')} and {plural(r['pairs'][1], 'gain')})"))
+            continue
+        base = r.get("baseline") or [0, 0]
+        checks.append(GateCheck(False, f"task {name} regressed from {base[0]}/{base[1]} in the "
                                        f"baseline ({how}: e-value {r['e_value']:.3g} after "
                                        f"{plural(r['graded'], 'graded trial')})"))
     kept = [c for c in fisher if not c.text.startswith(("task ", "no regression from the baseline"))]

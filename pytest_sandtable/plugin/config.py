@@ -81,6 +81,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-regression-alpha", default=None, metavar="A",
                     help="significance level of the per-task regression test (one-sided Fisher exact; "
                          "default 0.05)")
+    group.addoption("--sandtable-paired", action="store_true", default=False,
+                    help="with --sandtable-adaptive and --sandtable-baseline: pair each trial with the baseline's "
+                         "trial of the same task and trial seed, a sequential McNemar test per task "
+                         "(docs/adaptive.md, \"Regression, paired\")")
     group.addoption("--sandtable-max-drop", default=None, metavar="PCT",
                     help="gate: fail the run when pass^k over the tasks in both runs drops more than PCT points "
                          "from --sandtable-baseline")
@@ -289,6 +293,8 @@ class RunConfig:
         if adaptive is not None and baseline is not None and not baseline.alpha < 0.5:  # a sequential test's level
             raise pytest.UsageError(f"--sandtable-regression-alpha: an adaptive run's regression test takes a level "
                                     f"below 0.5, got {baseline.alpha:g}")
+        if baseline is not None and baseline.paired:
+            _check_paired(baseline, adaptive, seed)
         record, cassettes = _record(config)
         serve, serve_port = _serve(config, concurrency)
         prompt_cache = _on_off(config, "prompt-cache")
@@ -678,6 +684,7 @@ class Baseline:
     alpha: float  # the level of the per-task one-sided Fisher exact test
     max_drop: float | None  # points of pass^k
     alpha_given: bool = False  # --sandtable-regression-alpha given (else an adaptive run uses its design's alpha)
+    paired: bool = False  # --sandtable-paired: the baseline's trials paired with this run's by seed
     # the baseline's results.json, read and checked at configure time; None on an xdist
     # worker, where the controller alone compares
     doc: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -692,9 +699,11 @@ def _baseline(config: pytest.Config) -> Baseline | None:
     fail = bool(config.getoption("--sandtable-fail-on-regression"))
     raw_alpha = config.getoption("--sandtable-regression-alpha")
     raw_drop = config.getoption("--sandtable-max-drop")
+    paired = bool(config.getoption("--sandtable-paired"))
     if raw is None:
         given = [name for name, v in (("--sandtable-fail-on-regression", fail or None),
                                       ("--sandtable-regression-alpha", raw_alpha),
+                                      ("--sandtable-paired", paired or None),
                                       ("--sandtable-max-drop", raw_drop)) if v is not None]
         if given:
             raise pytest.UsageError(f"{given[0]} needs --sandtable-baseline=PATH: the results to compare with")
@@ -716,7 +725,32 @@ def _baseline(config: pytest.Config) -> Baseline | None:
         except ResultsError as e:
             raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
     return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop,
-                    alpha_given=raw_alpha is not None, doc=doc)
+                    alpha_given=raw_alpha is not None, paired=paired, doc=doc)
+
+
+def _check_paired(baseline: Baseline, adaptive: Adaptive | None, seed: int) -> None:
+    """--sandtable-paired, checked before any trial runs: it needs --sandtable-adaptive (a
+    sequential test), a design the paired test can work in, and a baseline whose trials
+    carry the seeds this run's trials will have."""
+    if adaptive is None:
+        raise pytest.UsageError("--sandtable-paired needs --sandtable-adaptive: the paired design is a sequential "
+                                "test that runs each task until its regression is settled (docs/adaptive.md)")
+    if baseline.doc is None:  # an xdist worker: the controller checked it
+        return
+    from ..report.adaptive import paired_alpha, paired_outcomes, paired_problem
+    from ..sequential.design import DesignError
+    from ..sequential.regression import PairedRegression
+
+    problem = paired_problem(baseline.doc, seed, adaptive.cap, baseline.given)
+    if problem is not None:
+        raise pytest.UsageError(f"--sandtable-paired: {problem}")
+    alpha = baseline.alpha if baseline.alpha_given else adaptive.alpha
+    pairs = paired_outcomes(baseline.doc, seed, adaptive.cap)
+    try:
+        PairedRegression(alpha=paired_alpha(alpha, pairs), beta=adaptive.beta, cap=adaptive.cap)
+    except DesignError as e:
+        raise pytest.UsageError(f"--sandtable-paired: {e} (alpha {alpha:g} over the baseline's "
+                                f"{len(pairs)} tasks with pairs)") from None
 
 
 def _shown(file: str, config: pytest.Config) -> str:
