@@ -209,3 +209,10 @@ def test_paired_needs_adaptive_and_a_baseline(project: pytest.Pytester) -> None:
         "each task until its regression is settled (docs/adaptive.md)")
     assert _usage_error(project, "--sandtable-adaptive", "--sandtable-paired", "--sandtable-out=out") == (
         "ERROR: --sandtable-paired needs --sandtable-baseline=PATH: the results to compare with")
+
+
+def test_a_cap_the_paired_test_at_alpha_over_m_cannot_use_is_a_usage_error(project: pytest.Pytester) -> None:
+    args = [a for a in PAIRED if a != "--sandtable-k=32"]
+    assert _usage_error(project, *args, "--sandtable-k=6", "--sandtable-reliability=0.5") == (
+        "ERROR: --sandtable-paired: detecting a drop at alpha = 0.025 needs at least 7 paired trials; the cap is 6 "
+        "(alpha 0.05 over the baseline's 2 tasks with pairs)")
