@@ -7,11 +7,13 @@ is even (from 1.0 to about 0.5; the pair's two trials share the seed, so the pai
 outcome depends on it as a model user's or a fault's would). For each of ``--seeds`` run
 seeds: a baseline run, fixed k = ``--cap`` (32), written to results.json; then the
 candidate, ``--sandtable-adaptive --sandtable-baseline=... --sandtable-paired`` with the
-same run seed. Read from the candidate's results.json: whether t00 was flagged (e-BH at
+same run seed; or with ``--in-job``, no baseline run: the candidate run with
+``--sandtable-baseline-agent=planted:baseline``, the baseline build's trial of each seed
+run in the same items. Read from the candidate's results.json: whether t00 was flagged (e-BH at
 0.05), the pairs its test took, any other task flagged (a false one), and the trials spent
 against the fixed k = cap. Each run is its own ``python -m pytest`` process.
 
-    python benchmarks/bench_paired_plugin.py [--tasks 20] [--seeds 8] [--cap 32]
+    python benchmarks/bench_paired_plugin.py [--tasks 20] [--seeds 8] [--cap 32] [--in-job]
 """
 
 from __future__ import annotations
@@ -52,14 +54,22 @@ AGENT = """\
 import os
 
 
-def agent(turn):
-    dropped = os.environ.get("PLANTED_BUILD") == "candidate" and turn.trial.task_id == "t00"
+def play(turn, build):
+    dropped = build == "candidate" and turn.trial.task_id == "t00"
     if len(turn.messages) == 1 and (not dropped or turn.trial.seed % 2 == 0):
         turn.call_tool("read_note", {"id": "n-1"})
     return "Done."
 
 
-agent.inline = True
+def agent(turn):
+    return play(turn, os.environ.get("PLANTED_BUILD"))
+
+
+def baseline(turn):
+    return play(turn, "baseline")
+
+
+agent.inline = baseline.inline = True
 """
 
 
@@ -80,6 +90,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--cap", type=int, default=32)
+    parser.add_argument("--in-job", action="store_true", help="the baseline agent in the same job, no stored run")
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-paired-") as tmp:
         folder = Path(tmp)
@@ -89,11 +100,15 @@ def main() -> None:
         pairs, spent, false_flags, missed, seconds = [], [], 0, 0, []
         fixed = opts.cap * opts.tasks
         for seed in range(opts.seeds):
-            pytest_run(folder, "baseline", [f"--sandtable-k={opts.cap}", f"--sandtable-seed={seed}",
-                                            "--sandtable-out=base"])
+            if opts.in_job:
+                against = ["--sandtable-baseline-agent=planted:baseline"]
+            else:
+                pytest_run(folder, "baseline", [f"--sandtable-k={opts.cap}", f"--sandtable-seed={seed}",
+                                                "--sandtable-out=base"])
+                against = ["--sandtable-baseline=base", "--sandtable-paired"]
             seconds.append(pytest_run(folder, "candidate", [
-                "--sandtable-adaptive", f"--sandtable-k={opts.cap}", f"--sandtable-seed={seed}",
-                "--sandtable-baseline=base", "--sandtable-paired", "--sandtable-out=cand"]))
+                "--sandtable-adaptive", f"--sandtable-k={opts.cap}", f"--sandtable-seed={seed}", *against,
+                "--sandtable-out=cand"]))
             doc = json.loads(folder.joinpath("cand", "results.json").read_text(encoding="utf-8"))
             section = doc["adaptive"]
             flagged = section["regression"]["flagged"]
@@ -108,14 +123,16 @@ def main() -> None:
                   f"({t00['regression']['pairs'][0]} drops), flagged {flagged}, spent {section['spent']} of "
                   f"{fixed}, {seconds[-1]:.1f}s", flush=True)
         task_alpha = section["regression"]["task_alpha"]
-        print(f"\n{opts.tasks} tasks, cap {opts.cap}, {opts.seeds} run seeds; each task's paired test at "
+        how = "the baseline agent in the same job" if opts.in_job else "a stored baseline run, --sandtable-paired"
+        print(f"\n{how}: {opts.tasks} tasks, cap {opts.cap}, {opts.seeds} run seeds; each task's paired test at "
               f"alpha {task_alpha:g} (0.05 over {opts.tasks})")
         if pairs:
             print(f"t00 (1.0 -> 0.5) flagged in {len(pairs)} of {opts.seeds} runs, after {statistics.mean(pairs):.1f} "
                   f"paired trials on average (min {min(pairs)}, max {max(pairs)}); missed {missed}")
         print(f"other tasks flagged (false): {false_flags}")
         print(f"trials spent: {statistics.mean(spent):.1f} on average where k={opts.cap} takes {fixed} "
-              f"({fixed / statistics.mean(spent):.2f}x fewer); candidate run {statistics.median(seconds):.1f}s median")
+              f"({fixed / statistics.mean(spent):.2f}x fewer{'; as many baseline trials again' * opts.in_job}); "
+              f"candidate run {statistics.median(seconds):.1f}s median")
 
 
 if __name__ == "__main__":

@@ -120,12 +120,13 @@ def paired_problem(doc: Mapping[str, Any], run_seed: int, cap: int, given: str) 
     return f"no trial of {given} has the seed of this run's trial of its task: {why}"
 
 
-def paired_alpha(alpha: float, pairs: Mapping[tuple[str, str], Pairs]) -> float:
-    """The level of each task's paired test: ``alpha`` over m, the baseline's tasks with
-    pairs. A task's test says "regressed" once its e-value reaches m / alpha, which is what
-    e-BH across m tasks needs to flag one task alone; at ``alpha`` itself a task would stop
-    at 1/alpha, an e-value e-BH could not flag in a suite of more than one task."""
-    return alpha / max(len(pairs), 1)
+def paired_alpha(alpha: float, m: int) -> float:
+    """The level of each task's paired test: ``alpha`` over m, the tasks with a paired test
+    (a stored baseline's tasks with pairs; with the baseline agent, the collected tasks).
+    A task's test says "regressed" once its e-value reaches m / alpha, which is what e-BH
+    across m tasks needs to flag one task alone; at ``alpha`` itself a task would stop at
+    1/alpha, an e-value e-BH could not flag in a suite of more than one task."""
+    return alpha / max(m, 1)
 
 
 def paired_regression(design: Design, alpha: float) -> PairedRegression:
@@ -133,11 +134,13 @@ def paired_regression(design: Design, alpha: float) -> PairedRegression:
     return PairedRegression(alpha=alpha, beta=design.beta, cap=design.cap)
 
 
-def feed(seq: TaskSequence, reg: Regression | None, trial: int, passed: bool, pairs: Pairs | None = None) -> None:
+def feed(seq: TaskSequence, reg: Regression | None, trial: int, passed: bool, pairs: Pairs | None = None,
+         last: int | None = None) -> None:
     """One graded outcome of a task, trial ``trial``, into its verdict and its regression
     test (the same in the run that decides and in the report). A paired test takes the
     pair if the baseline's trial of that seed was graded; it closes (inconclusive) after
-    the last trial the baseline has, and once the task's verdict is settled with no more
+    ``last``, the last trial a stored baseline has (None: the baseline agent's, each trial
+    has one), and once the task's verdict is settled with no more
     drops than gains so far (ties say nothing: without this, a task both builds always
     pass would run to the cap; stopping a sequential test early never breaks its bound)."""
     if seq.verdict is None:
@@ -150,8 +153,8 @@ def feed(seq: TaskSequence, reg: Regression | None, trial: int, passed: bool, pa
     base = pairs.get(trial) if pairs is not None else None
     if base is not None:
         reg.observe(base, passed)
-    if reg.verdict is None and (trial >= max(pairs or {0: None}) or (seq.verdict is not None
-                                                                     and reg.drops <= reg.gains)):
+    if reg.verdict is None and ((last is not None and trial >= last) or (seq.verdict is not None
+                                                                         and reg.drops <= reg.gains)):
         reg.close()
 
 
@@ -174,6 +177,7 @@ def adaptive_section(
     baseline: BaselineCounts | None = None,
     regression_alpha: float | None = None,
     pairs: Mapping[tuple[str, str], Pairs] | None = None,
+    in_job: bool = False,
 ) -> AdaptiveSection:
     """The ``adaptive`` section: ``trials`` are TrialResults (or anything with their
     ``domain``, ``task``, ``trial`` and ``verdict``); ``tasks`` the (domain, task) of every
@@ -182,7 +186,10 @@ def adaptive_section(
     ``baseline``: a stored baseline's counts per task (:func:`baseline_counts`); each task
     it has gets a regression test at ``regression_alpha`` (default: the design's alpha),
     and the section a ``regression`` part, e-BH across those tasks. ``pairs``: instead, the
-    paired design (:func:`paired_outcomes`): each task with pairs gets a paired test."""
+    paired design (:func:`paired_outcomes`): each task with pairs gets a paired test.
+    ``in_job``: those pairs are the baseline agent's trials of this run
+    (``--sandtable-baseline-agent``): every task gets a paired test, at alpha over the
+    tasks."""
     d = Design(p0=design["p0"], p1=design["p1"], alpha=design["alpha"], beta=design["beta"], cap=design["cap"])
     ralpha = regression_alpha if regression_alpha is not None else d.alpha
     by_task: dict[tuple[str, str], list[tuple[int, str]]] = {key: [] for key in tasks}
@@ -191,14 +198,15 @@ def adaptive_section(
         spent += 1
         by_task.setdefault((str(t.domain), str(t.task)), []).append((int(t.trial), str(t.verdict)))
     entries: list[AdaptiveTask] = []
+    task_alpha = paired_alpha(ralpha, len(by_task) if in_job else len(pairs or {}))
     for (domain, task), ran in sorted(by_task.items()):
         ran.sort()
         seq = TaskSequence(d)
         found = baseline.get((domain, task)) if baseline is not None and pairs is None else None
-        paired = pairs.get((domain, task)) if pairs is not None else None
+        paired = pairs.get((domain, task), {} if in_job else None) if pairs is not None else None
         reg: Regression | None = (stored_regression(found, d, ralpha) if found is not None else
-                                  paired_regression(d, paired_alpha(ralpha, pairs or {})) if paired is not None
-                                  else None)
+                                  paired_regression(d, task_alpha) if paired is not None else None)
+        last = None if in_job or not paired else max(paired)
         stopped_at: int | None = None
         uncounted: list[int] = []
         for trial, verdict in ran:
@@ -208,7 +216,7 @@ def adaptive_section(
             if verdict == "errored":
                 continue
             was = seq.verdict
-            feed(seq, reg, trial, verdict == "passed", paired)
+            feed(seq, reg, trial, verdict == "passed", paired, last)
             if was is None and seq.verdict is not None:
                 stopped_at = trial
         low, high = interval(seq.passes, seq.n, LEVEL)
@@ -244,7 +252,7 @@ def adaptive_section(
     }
     if pairs is not None:
         section["regression"] = regression_part(entries, ralpha, "paired")
-        section["regression"]["task_alpha"] = paired_alpha(ralpha, pairs)
+        section["regression"]["task_alpha"] = task_alpha
     elif baseline is not None:
         section["regression"] = regression_part(entries, ralpha)
     return section
