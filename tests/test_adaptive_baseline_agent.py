@@ -137,6 +137,21 @@ def test_a_candidate_that_dropped_against_the_baseline_agent_is_flagged(project:
     assert played["baseline"] == played["candidate"] and len(played["baseline"]) == 29
 
 
+def test_a_critical_task_may_not_drop_at_all_a_separate_rule(project: pytest.Pytester) -> None:
+    text = DOMAIN.replace("  - id: drops\n", "  - id: drops\n    critical: true\n")
+    project.path.joinpath("sandtable.yaml").write_text(text, encoding="utf-8")
+    result = project.runpytest("--sandtable-agent=planted:candidate", *RUN, "--sandtable-fail-on-regression")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    failed = [c["text"] for c in _results(project)["gate"]["checks"] if not c["passed"]]
+    assert sorted(failed) == [
+        "critical task drops failed 7 of 13 trials ([1], [3], [6], [8], [9], [10], [13])",  # the run's own rule
+        "critical task drops regressed against the baseline agent: 7 drops and 0 gains in 13 pairs (a critical "
+        "task may not drop at all)",
+        "task drops regressed against the baseline's trials of the same seeds (paired sequential, e-BH at alpha "
+        "0.05: e-value 74.9 after 13 pairs, 7 drops and 0 gains)",
+    ]
+
+
 def test_an_unchanged_build_against_itself_is_not_flagged(project: pytest.Pytester) -> None:
     result = project.runpytest("--sandtable-agent=planted:baseline", *RUN, "--sandtable-fail-on-regression")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()

@@ -516,7 +516,8 @@ class Recorder:
         gate (``None`` without it)."""
         base = self.run.baseline
         if base is not None and base.agent is not None and "adaptive" in results and results["trials"]:
-            lines, checks = _sequential_regression(results["adaptive"], [], base.fail_on_regression)
+            lines, checks = _sequential_regression(results["adaptive"], _critical_pairs(results),
+                                                   base.fail_on_regression)
             return lines + self._baseline_spend(), (checks if base.fail_on_regression else None)
         if base is None or base.doc is None or not results["trials"]:
             return [], None
@@ -857,6 +858,31 @@ def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[Trial
         )
 
     return [t if t.agent and t.user else named(t) for t in trials]
+
+
+def _critical_pairs(results: Results) -> list[GateCheck]:
+    """--sandtable-baseline-agent: the critical-task rule on the pairs, apart from the
+    sequential test: a critical task may not drop at all, so one whose counted pairs have
+    more drops (the baseline passed, this run failed) than gains is a failed check."""
+    from ..report.adaptive import task_name
+    from ..report.fmt import plural
+    from ..report.gates import GateCheck
+
+    critical = {(t["domain"], t["task"]) for t in results["tasks"] if t.get("critical")}
+    section = results["adaptive"]
+    several = len({t["domain"] for t in section["tasks"]}) > 1
+    checks = []
+    for t in section["tasks"]:
+        r = t.get("regression")
+        if (t["domain"], t["task"]) not in critical or r is None or "pairs" not in r:
+            continue
+        drops, gains = r["pairs"]
+        if drops > gains:
+            checks.append(GateCheck(False, f"critical task {task_name(t['domain'], t['task'], several)} regressed "
+                                           f"against the baseline agent: {plural(drops, 'drop')} and "
+                                           f"{plural(gains, 'gain')} in {plural(r['graded'], 'pair')} (a critical "
+                                           f"task may not drop at all)"))
+    return checks
 
 
 def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],
