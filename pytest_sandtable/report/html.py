@@ -1377,8 +1377,10 @@ def _adaptive(section: Mapping[str, Any] | None) -> str:
         headers.append("against the baseline")
         for row, t in zip(rows, section.get("tasks") or ()):
             row.append(e(regression_cell(t)))  # type: ignore[arg-type]
+        against = ("each task's trials paired with the baseline's of the same seeds, a sequential McNemar test"
+                   if part.get("design") == "paired" else "each task against the stored baseline's exact lower bound")
         regression = (f'<p class="regression"><strong>{e(regression_line(part))}</strong> '  # type: ignore[arg-type]
-                      '<span class="muted">(each task against the stored baseline\'s exact lower bound; e-BH '
+                      f'<span class="muted">({e(against)}; e-BH '
                       "bounds the share of false alarms among the flagged tasks)</span></p>")
     return ('<section id="adaptive"><h2>Adaptive trials <span class="muted small">(each task stopped once its '
             "verdict was settled)</span></h2>"
