@@ -651,3 +651,23 @@ def test_the_reference_world_is_replayed_once_unless_a_handler_read_the_seed(
                for i in (1, 2, 3)]
     assert [r.passed for r in results] == [True, True, True]
     assert len(sys.modules["h_stamps"].CALLS) == calls
+
+
+def test_a_reference_after_a_seeded_setup_continues_the_trials_draws(tmp_path: Path) -> None:
+    """The reference world starts as the trial did, its setup's draws from ``ctx.random``
+    included: the reference's own draws come after them, as the agent's calls' do."""
+    handlers = STAMPS + '''
+
+def deal(args, world, ctx):
+    world.update("orders", "O1", {"dealt": ctx.random.randint(1, 10**9)})
+'''
+    domain_text = STAMP_DOMAIN.replace(
+        "  - id: stamp-o1\n",
+        "  - id: stamp-o1\n    setup: [{ handler: 'h_stamps:deal' }]\n")
+    (tmp_path / "h_stamps.py").write_text(handlers, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(domain_text, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+    steps = next(t for t in domain.tasks if t.id == "stamp-o1").reference
+    results = [st.run_trial(domain, "stamp-o1", st.ReferenceAgent(steps), st.ScriptedUser(), trial=i, k=2)
+               for i in (1, 2)]
+    assert [(r.passed, [c.detail for c in r.checks if not c.passed]) for r in results] == [(True, []), (True, [])]
