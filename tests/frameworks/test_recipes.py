@@ -197,3 +197,31 @@ def test_the_claude_agent_sdk_recipe_is_recorded_then_replayed_with_the_server_s
     agent_said = [e["text"] for e in trials["replayed"]["transcript"] if e["role"] == "agent"]
     assert agent_said == [ANSWER, ANSWER]
     assert [c["tool"] for c in trials["replayed"]["calls"]] == ["get_order", "get_order"]
+
+
+def test_an_agent_made_once_by_a_session_fixture_is_recorded_then_replayed(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """frameworks/recipes/fixture_conftest.py as the domain's conftest.py: the OpenAI Agents
+    SDK's agent and client made once, each request routed through the trial's proxy route."""
+    framework("agents")
+    pytester.makefile(".sandtable.yaml", shop=DOMAIN)
+    pytester.makefile(".yaml", prices=PRICES)
+    pytester.makeconftest((RECIPES / "fixture_conftest.py").read_text(encoding="utf-8"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    args = ("--sandtable-user=scripted", "--sandtable-prices=prices.yaml", "-p", "no:cacheprovider",
+            "-p", "no:randomly")
+    with FakeOpenAI(responder=answer, keep_alive=True) as oai:
+        monkeypatch.setenv("OPENAI_BASE_URL", oai.base_url)
+        live = pytester.runpytest(*args, "--sandtable-record=once", "--sandtable-out=live")
+        sent = len(oai.requests)
+    live.assert_outcomes(passed=1)
+    assert sent == 4, live.stdout.str()
+    usage_lines = ["agent   gpt-4.1-mini    3,200       400           800              0  $0.0020"]
+    live.stdout.fnmatch_lines(["sandtable: agent=fixture sandtable_agent (conftest.py), user=scripted", "*",
+                               *usage_lines])
+    replay = pytester.runpytest(*args, "--sandtable-record=none", "--sandtable-out=replayed")
+    replay.assert_outcomes(passed=1)
+    replay.stdout.fnmatch_lines(usage_lines)
+    trial = json.loads((pytester.path / "replayed" / "results.json").read_text(encoding="utf-8"))["trials"][0]
+    assert trial["replayed"] is True
+    assert [e["text"] for e in trial["transcript"] if e["role"] == "agent"] == [ANSWER, ANSWER]
