@@ -30,6 +30,8 @@ class ModelRoutes(Protocol):
 
     def env(self) -> dict[str, str]: ...
 
+    def transport(self, kind: str, sync: bool = False, lib: Any = None) -> Any: ...
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -277,6 +279,17 @@ class Turn:
         without ``--sandtable-model-proxy``. Never set them in ``os.environ``: trials in
         flight at once would share them."""
         return {} if self._models is None else self._models.env()
+
+    def model_transport(self, kind: str = "openai", *, sync: bool = False, lib: Any = None) -> Any:
+        """With ``--sandtable-model-proxy``, an HTTP transport that sends every request to
+        this trial's route for ``kind`` through the model proxy, whatever URL the client
+        was made with: for a framework that takes an HTTP client but no base URL
+        (``openai.AsyncOpenAI(http_client=openai.DefaultAsyncHttpxClient(transport=...))``).
+        An ``httpx2`` transport (the client library of the openai and anthropic SDKs) when
+        httpx2 is installed, else an ``httpx`` one; ``lib`` names the module to build it on
+        (``lib=httpx`` for a client of plain httpx). ``sync=True`` for a sync client. None
+        without the proxy: the client's own transport then (``transport=None``)."""
+        return None if self._models is None else self._models.transport(kind, sync, lib)
 
     @property
     def now(self) -> datetime | None:

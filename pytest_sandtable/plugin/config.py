@@ -167,6 +167,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("sandtable_cache_dir", "where built domain files are kept, or off (see --sandtable-cache-dir)",
                   default="")
     parser.addini("sandtable_prompt_cache", "prompt caching of claude:<model> requests: on or off", default="on")
+    parser.addini("sandtable_record_ignore", "with --sandtable-record: parts of a model request that matching leaves "
+                  "out, one a line, PATH or PATH ~ REGEX (docs/recording.md)", type="linelist", default=[])
 
 
 # what a run that names no agent is told (the reference agent then plays)
@@ -243,6 +245,7 @@ class RunConfig:
     # --sandtable-model-proxy: the proxy's targets, (kind, base URL) as the environment gave
     # them when the run started; () when the proxy is off
     model_proxy: tuple[tuple[str, str], ...] = ()
+    record_ignore: tuple[str, ...] = ()  # the ini's sandtable_record_ignore: adapters.recording.Volatile lines
     prompt_cache: bool = True  # --sandtable-prompt-cache: cache_control on claude:<model> requests
     all_tasks: bool = False  # --sandtable-all-tasks or -v: the terminal summary lists every task
     # --sandtable-cache-dir: where built domains are kept (None: pytest's cache folder, if on)
@@ -337,6 +340,7 @@ class RunConfig:
             serve=serve,
             serve_port=serve_port,
             model_proxy=_model_proxy(config, record),
+            record_ignore=_record_ignore(config),
             prompt_cache=prompt_cache,
             all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
             domain_cache_dir=domain_cache_dir,
@@ -584,6 +588,20 @@ def _model_proxy(config: pytest.Config, record: str | None) -> tuple[tuple[str, 
     if not on:
         return ()
     return tuple((kind, (os.environ.get(var) or "").strip() or default) for kind, var, default in MODEL_TARGETS)
+
+
+def _record_ignore(config: pytest.Config) -> tuple[str, ...]:
+    """The ini's sandtable_record_ignore lines, each checked as an adapters.recording.Volatile."""
+    lines = tuple(line.strip() for line in config.getini("sandtable_record_ignore") if line.strip())
+    if lines:
+        from ..adapters.recording import Volatile
+
+        for i, line in enumerate(lines, 1):
+            try:
+                Volatile.parse(line)
+            except ValueError as e:
+                raise pytest.UsageError(f"sandtable_record_ignore (ini), line {i}: {e}") from None
+    return lines
 
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")  # adapters.recording.MODES (not imported at start-up)

@@ -584,15 +584,17 @@ def _recording_settings(run: RunConfig, rootdir: Path, run_id: Callable[[], str]
     step agent is sent) is stored as ``@run``, so a later run's requests match them."""
     if run.record is None:
         return None
-    from ..adapters.recording import Settings, configure
+    from ..adapters.recording import VOLATILE, Settings, Volatile, configure
     from ..report.safe import scrub_secrets, secret_values
+
+    ours = [Volatile.parse(line) for line in run.record_ignore]  # checked by RunConfig.load
 
     secrets = secret_values()
     def scrub(value: Any) -> Any:
         value, made = scrub_secrets(value, secrets), run_id()
         return _without_run_id(value, "@" + made) if made else value
 
-    settings = Settings(run.record, run.cassettes, rootdir, scrub)
+    settings = Settings(run.record, run.cassettes, rootdir, scrub, (*VOLATILE, *ours))
     configure(settings)
     return settings
 
