@@ -271,6 +271,7 @@ class StoredCall(TypedDict):
     error: CallError | None
     violations: list[str]
     fault: NotRequired[dict[str, Any]]  # the task's fault the call met; only on a faulted call
+    by: NotRequired[str]  # "user" or "sync" (dual control); absent for the agent's call
 
 
 class Message(TypedDict):
@@ -323,6 +324,7 @@ class Diff(TypedDict):
     created: list[CreatedRow]
     changed: list[ChangedRow]
     deleted: NotRequired[list[CreatedRow]]  # since 1.3, only when a row was deleted
+    user: NotRequired[Diff]  # the user world's changes (dual control), only for a domain with one
 
 
 class TrialUsage(TypedDict, total=False):
