@@ -114,6 +114,8 @@ class ScriptedUser:
             calls += 1
             result = turn.call(line.call, dict(line.args or {}))
             turn.state["script_result"] = result.to_json()
+            if result.ok:  # kept here too: a turn's `calls` may be a copy made before this call
+                turn.state.setdefault("script_user_ok", set()).add(line.call)
             if line.end:
                 return None, UserReply("", "script_end")
 
@@ -162,6 +164,7 @@ class ScriptedUser:
                 reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
                 succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok") and "by" not in c}
                 user_succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok") and c.get("by") == "user"}
+                user_succeeded |= turn.state.get("script_user_ok", set())
             if holds(when, reply, succeeded, user_succeeded, str(turn.state.get("script_result", ""))):
                 return i
         return None
