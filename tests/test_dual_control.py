@@ -363,3 +363,21 @@ def test_a_run_shows_the_users_calls_in_the_failure_results_json_and_report(pyte
     html = (pytester.path / "out" / "report.html").read_text(encoding="utf-8")
     assert '<span class="who">user called</span>' in html
     assert "<h4>User world diff</h4>" in html
+
+
+def test_world_matches_reference_compares_the_agents_world_only(
+        make_domain: Callable[[str], st.Domain], play: Play) -> None:
+    d = make_domain(DESK.replace("    expect:\n", "    reference:\n      - { call: get_line, args: { line: L-1 } }\n"
+                                             "    expect:\n      world_matches_reference: true\n"))
+    r = play(d, "What does the status bar show?", "Please turn airplane mode off.")
+    assert (r.verdict, [(c.id, c.passed) for c in r.checks]) == (
+        "passed", [("state:device[phone]#1", True), ("state:world_matches_reference", True)])
+
+
+def test_a_dual_trial_regrades_to_what_it_recorded(tmp_path: Path, play: Play) -> None:
+    from pytest_sandtable.engine.trial import regrade_trial
+
+    d = _handler_domain(tmp_path, "sync")
+    r = play(d, [("get_line", {"line": "L-1"}), "What does the status bar show?"], "Please turn airplane mode off.")
+    again = regrade_trial(d, d.tasks[0], r, None)
+    assert (again.verdict, again.calls, again.diff) == (r.verdict, r.calls, r.diff)
