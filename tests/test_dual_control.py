@@ -381,3 +381,19 @@ def test_a_dual_trial_regrades_to_what_it_recorded(tmp_path: Path, play: Play) -
     r = play(d, [("get_line", {"line": "L-1"}), "What does the status bar show?"], "Please turn airplane mode off.")
     again = regrade_trial(d, d.tasks[0], r, None)
     assert (again.verdict, again.calls, again.diff) == (r.verdict, r.calls, r.diff)
+
+
+def test_the_served_world_serves_the_agents_tools_only(make_domain: Callable[[str], st.Domain], play: Play) -> None:
+    from contextlib import asynccontextmanager
+
+    served: list[list[str]] = []
+
+    @asynccontextmanager
+    async def serve(tools: list[st.ToolSpec], call: Any, trial_id: str) -> Any:
+        served.append([t.name for t in tools])
+        assert call("check_status_bar", {}).message == "unknown tool 'check_status_bar'; the tools are get_line"
+        yield "http://127.0.0.1:9/tools", "http://127.0.0.1:9/mcp"
+
+    r = play(make_domain(DESK), "What does the status bar show?", serve=serve)
+    assert (served, [(c["tool"], c.get("by")) for c in r.calls]) == (
+        [["get_line"]], [("check_status_bar", None), ("check_status_bar", "user")])

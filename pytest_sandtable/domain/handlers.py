@@ -360,8 +360,11 @@ def resolve_sync(spec: str, folder: str | None) -> Callable[..., Any]:
                 known = [n for n, v in vars(obj).items() if callable(v) and not n.startswith("_")]
                 raise HandlerImportError(unknown("function", part, sorted(known), f"in module '{clip(mod_name)}'"))
             obj = getattr(obj, part)
-    if not callable(obj) or inspect.iscoroutinefunction(obj):
-        raise HandlerImportError(f"sync '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a plain function")
+    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is an async function; sync is called synchronously, "
+                                 "so make it a plain def")
+    if not callable(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
     try:
         inspect.signature(obj).bind(None, None)
     except TypeError:
