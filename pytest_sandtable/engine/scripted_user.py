@@ -163,8 +163,8 @@ class ScriptedUser:
             if reply is None:
                 reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
                 succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok") and "by" not in c}
-                user_succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok") and c.get("by") == "user"}
-                user_succeeded |= turn.state.get("script_user_ok", set())
+                # the user tools this user called that succeeded (dual control: next_line keeps them)
+                user_succeeded = turn.state.get("script_user_ok", user_succeeded)
             if holds(when, reply, succeeded, user_succeeded, str(turn.state.get("script_result", ""))):
                 return i
         return None
