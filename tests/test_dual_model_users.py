@@ -74,3 +74,19 @@ def test_a_claude_user_stops_acting_after_8_calls_and_writes_its_message(desk: s
     assert last == [{"type": "tool_result", "tool_use_id": "t8", "content": NO_MORE_ACTIONS, "is_error": True}]
     first = claude.bodies[1]["messages"][-1]["content"][0]
     assert json.loads(first["content"]) == {"id": "phone", "airplane_mode": True, "mobile_data": True}
+
+
+def test_an_openai_user_is_told_of_its_device_and_what_it_did_in_earlier_turns(desk: st.Domain,
+                                                                               oai: FakeOpenAI) -> None:
+    oai.push(
+        openai_tools(("c1", "toggle_airplane_mode", {"on": False})),
+        openai_text("I turned it off. What now?"),
+        openai_text("It works. ###GOAL_MET###"),
+    )
+    user = OpenAIUser("gpt-test", AdapterOptions(timeout=5.0, retries=1, user_base_url=oai.base_url), api_key=KEY)
+    r = st.run_trial(desk, "airplane", Playbook("Turn airplane mode off.", "Now try a web page."), user)
+    assert (r.verdict, r.ended_by) == ("passed", "goal_met")
+    first, last = oai.bodies[0]["messages"][0]["content"], oai.bodies[2]["messages"][0]["content"]
+    assert first.endswith("Do not act unless it helps your goal.")
+    assert last.endswith('What you did on it so far, oldest first:\n- toggle_airplane_mode({"on": false}) -> '
+                         '{"id": "phone", "airplane_mode": false, "mobile_data": true}')

@@ -26,6 +26,7 @@ calls are answered :data:`NO_MORE_ACTIONS` until the model writes its message.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -69,7 +70,23 @@ def user_system_prompt(turn: UserTurn) -> str:
         "###HANDED_OFF### - the agent transferred you to a human colleague.\n"
         "Do not use these signals otherwise.",
     ]
+    if turn.tools:  # dual control: the user's own tools, and what it did with them in earlier turns
+        parts.append(_tools_part(turn))
     return "\n\n".join(parts)
+
+
+def _tools_part(turn: UserTurn) -> str:
+    """How the user acts on its own device, and the actions it took so far (the model
+    gets only the text of earlier turns)."""
+    text = ("Your own device: the tools you are given act on it (only you can use them; the agent cannot). "
+            "When the agent asks you to check or change something on it, do it with a tool, one action at a "
+            "time, then tell the agent what you see. Do not act unless it helps your goal.")
+    done = [c for c in turn.calls if c.get("by") == "user"]
+    if done:
+        lines = [f"- {c['tool']}({json.dumps(c['args'], ensure_ascii=False)}) -> "
+                 f"{json.dumps(c['result'] if c['ok'] else c['error'], ensure_ascii=False)}" for c in done[-20:]]
+        text += "\nWhat you did on it so far, oldest first:\n" + "\n".join(lines)
+    return text
 
 
 def user_messages(turn: UserTurn) -> list[dict[str, str]]:
