@@ -39,7 +39,7 @@ from .yaml_reader import Document
 _INVARIANT_COMMON = ("id", "kind", "soft", "source", "description", "pending")
 # The conditions of a script line's `when` that may be one name or text or a list of them
 # (the model keeps a list).
-_LISTED_CONDITIONS = ("reply_includes", "called", "not_called")
+_LISTED_CONDITIONS = ("reply_includes", "called", "not_called", "result_includes", "user_called", "user_not_called")
 
 
 def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
@@ -61,6 +61,9 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
         tags={tag: _tag_description(d) for tag, d in data.get("tags", {}).items()},
         shared_tags={tag for tag, d in data.get("tags", {}).items() if isinstance(d, dict) and d.get("shared")},
         judge=judging.build_criteria(data.get("judge", {}), doc.pos, ("judge",)),
+        # dual control (issue 22 A): the caller's world and tools
+        user_tables=_tables(data.get("user_world", {}), fields),
+        user_tools={t["name"]: _tool(t, doc.pos(("user_tools", i))) for i, t in enumerate(data.get("user_tools", []))},
     )
     handlers.attach(domain, data)  # `handler` and `clock` (docs/handlers.md)
     return domain
@@ -215,6 +218,7 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
         ),
         judge=judging.build_criteria(t.get("judge", {}), doc.pos, ("tasks", i, "judge")),
         **_mid_way(doc, i, t),  # issue 22, part B
+        user_given=[_op(op) for op in t.get("user_given", [])],  # dual control (issue 22 A)
     )
 
 
@@ -225,6 +229,9 @@ def _script_line(line: str | dict[str, Any], pos: Pos | None) -> ScriptLine:
     when = line.get("when")
     if when is not None:
         when = {k: [v] if k in _LISTED_CONDITIONS and isinstance(v, str) else v for k, v in when.items()}
+    if "call" in line:  # dual control (issue 22 A): a call line
+        return ScriptLine(say="", when=when, end=line.get("end", False), pos=pos, call=line["call"],
+                          args=dict(line.get("args", {})))
     return ScriptLine(say=line["say"], when=when, end=line.get("end", False), pos=pos)
 
 

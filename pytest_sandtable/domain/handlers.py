@@ -294,6 +294,10 @@ def attach(domain: Domain, data: dict[str, Any]) -> None:
     for t in data.get("tools", []):
         if "handler" in t:
             domain.tools[t["name"]].handler = t["handler"]
+    for t in data.get("user_tools", []):  # dual control (issue 22 A)
+        if "handler" in t:
+            domain.user_tools[t["name"]].handler = t["handler"]
+    domain.sync = data.get("sync")
     domain.clock_now = _clock_text(data)
     for task, t in zip(domain.tasks, data.get("tasks", [])):
         task.clock_now = _clock_text(t)
@@ -319,14 +323,61 @@ def handler_problems(doc: Document) -> list[Problem]:
         except HandlerImportError as e:
             problems.append(doc.problem(path, str(e)))
     problems += [doc.problem(path, msg) for path, msg in _task_function_problems(data, folder)]  # issue 22, part B
+    sync = data.get("sync")  # dual control (issue 22 A)
+    if isinstance(sync, str) and sync:
+        try:
+            resolve_sync(sync, folder)
+        except HandlerImportError as e:
+            problems.append(doc.problem(("sync",), str(e)))
     return problems
 
 
 def _handlers(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
-    tools = data.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):
-        if isinstance(tool, dict) and isinstance(tool.get("handler"), str) and tool["handler"]:
-            yield ("tools", i, "handler"), tool["handler"]
+    for section in ("tools", "user_tools"):  # dual control: the user tools' handlers too
+        tools = data.get(section)
+        for i, tool in enumerate(tools if isinstance(tools, list) else []):
+            if isinstance(tool, dict) and isinstance(tool.get("handler"), str) and tool["handler"]:
+                yield (section, i, "handler"), tool["handler"]
+
+
+# --------------------------------------------------------------------------- dual control (issue 22 A)
+
+SYNC_ARGS = ("world", "ctx")
+_SYNCS: dict[tuple[str | None, str], Callable[..., Any]] = {}
+
+
+def resolve_sync(spec: str, folder: str | None) -> Callable[..., Any]:
+    """The ``sync: module:function`` hook, imported as a handler is (``folder`` first),
+    called as ``fn(world, ctx)``; cached per process. Raises :class:`HandlerImportError`."""
+    hit = _SYNCS.get((folder, spec))
+    if hit is not None:
+        return hit
+    if not _SPEC.match(spec):
+        raise HandlerImportError(f"expected module:function, such as device_handlers:sync, got {show(spec)}")
+    mod_name, _, attr = spec.partition(":")
+    with _LOCK:
+        obj: Any = _import(mod_name, spec, folder)
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                known = [n for n, v in vars(obj).items() if callable(v) and not n.startswith("_")]
+                raise HandlerImportError(unknown("function", part, sorted(known), f"in module '{clip(mod_name)}'"))
+            obj = getattr(obj, part)
+    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is an async function; sync is called synchronously, "
+                                 "so make it a plain def")
+    if not callable(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
+    try:
+        inspect.signature(obj).bind(None, None)
+    except TypeError:
+        raise HandlerImportError(
+            f"sync '{clip(spec)}' takes {clip(str(inspect.signature(obj)))}, expected a function called as "
+            f"function({', '.join(SYNC_ARGS)})"
+        ) from None
+    except ValueError:  # no signature to read
+        pass
+    _SYNCS[(folder, spec)] = obj
+    return obj  # type: ignore[no-any-return]
 
 
 def _clock_problems(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:

@@ -161,6 +161,11 @@ class Invariant:
 
 # The conditions a script line's `when` may give (docs/spec.md, "A scripted user that reacts").
 SCRIPT_CONDITIONS = ("reply_includes", "reply_matches", "called", "not_called")
+# --- dual control (issue 22 A): the conditions on the simulated user's own tool calls
+USER_SCRIPT_CONDITIONS = ("result_includes", "result_matches", "user_called", "user_not_called")
+# the most call lines a scripted user runs in one of its turns (and calls a model user makes)
+MAX_USER_CALLS_PER_TURN = 8
+# --- end dual control
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,10 @@ class ScriptLine:
     when: dict[str, Any] | None = None
     end: bool = False
     pos: Pos | None = None
+    # --- dual control (issue 22 A): a call line runs this user tool in place of saying `say` ("")
+    call: str | None = None
+    args: dict[str, Any] | None = None
+    # --- end dual control
 
 
 @dataclass
@@ -389,6 +398,9 @@ class Task:
     history: list[HistoryMessage] = field(default_factory=list)
     solo: bool = False
     ticket: str | None = None
+    # --- dual control (issue 22 A): changes to the fresh user world, as `given` makes to the world
+    user_given: list[Op] = field(default_factory=list)
+    # --- end dual control
 
 
 @dataclass
@@ -410,6 +422,12 @@ class Domain:
     clock_now: str | None = None
     # judged criteria asked of every task's trials (docs/judges.md); never in a verdict
     judge: tuple[Criterion, ...] = ()
+    # --- dual control (issue 22 A): the caller's own tables and the tools only the simulated
+    # user calls (docs/spec.md, "The caller's world"); `sync` is `module:function` text
+    user_tables: dict[str, Table] = field(default_factory=dict)
+    user_tools: dict[str, Tool] = field(default_factory=dict)
+    sync: str | None = None
+    # --- end dual control
 
     def criteria_for(self, task: Task) -> tuple[Criterion, ...]:
         """The judged criteria of a trial of ``task``: the domain's, then the task's."""

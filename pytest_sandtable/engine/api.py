@@ -377,6 +377,19 @@ class UserTurn:
     lines: list[ScriptLine] = field(default_factory=list)
     say_unknown: str | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    # --- dual control (issue 22 A): the user tools the simulated user may call (empty for a
+    # domain without a user world), and the engine's path for one call (see `call`)
+    tools: list[ToolSpec] = field(default_factory=list)
+    _call: Callable[[str, Any], ToolResult] | None = field(default=None, repr=False)
+
+    def call(self, name: str, args: Any = None) -> ToolResult:
+        """Call one of the user tools (``tools``) against the user's own world: checked and
+        run as an agent's call is, logged in the trial's calls with ``"by": "user"``, the
+        domain's ``sync`` run after it. A name that is not a user tool is a 404 error."""
+        if self._call is None:
+            return ToolResult(False, error=404, message=f"unknown user tool {name!r}; this domain has no user tools")
+        return self._call(name, {} if args is None else args)
+    # --- end dual control
 
 
 UserCallable = Callable[[UserTurn], UserReply | str | Awaitable[UserReply | str]]

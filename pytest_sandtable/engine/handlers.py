@@ -34,7 +34,7 @@ from typing import Any, cast
 
 from ..domain.conditions import format_value
 from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
-from ..domain.model import Domain, Task, Tool
+from ..domain.model import Domain, Table, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
 from .invoke import Deadline, EngineStop, agent_traceback
@@ -246,8 +246,11 @@ class WorldHandle:
     update: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
     delete: Callable[[str, Any], dict[str, Any]]
 
-    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None) -> None:
-        tables = domain.tables
+    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None,
+                 tables: Mapping[str, Table] | None = None) -> None:
+        # `tables`: the tables it sees, when not the agent's (dual control: the user tools'
+        # handle sees the user world, the sync hook's both)
+        tables = domain.tables if tables is None else tables
         over = _over if _over is not None else [False]
 
         def open_for(call: str) -> None:

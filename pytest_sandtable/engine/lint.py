@@ -82,6 +82,7 @@ class _TracingUser:
         index, reply = self.user.next_line(turn)
         if index is not None:
             self.said.add(index)
+        self.said.update(turn.state.get("script_said", ()))  # dual control: call lines said on the way
         return reply
 
 

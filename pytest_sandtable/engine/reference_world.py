@@ -178,8 +178,8 @@ def grade_world_matches_reference(
     differing = []
     seen: set[tuple[str, Any]] = set()
     for table, key in _touched(world) + _touched(wanted):
-        if (table, format_value(key)) in seen:
-            continue
+        if (table, format_value(key)) in seen or table in domain.user_tables:
+            continue  # dual control: the reference makes the agent's world; the user's is graded by `state`
         seen.add((table, format_value(key)))
         got, want = world.get(table, key), wanted.get(table, key)
         if got is None and want is None:

@@ -427,6 +427,9 @@ def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> 
         body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
     body += f'<div class="muted">{e(fault_note(c["fault"]))}</div>' if c.get("fault") else ""
     cls = "ok" if c["ok"] else "err"
+    if c.get("by") == "user":  # dual control: the simulated user's own call
+        return (f'<li class="call {cls} by-user"><span class="who">user called</span><div class="body">{head}{body}'
+                f"</div></li>")
     who = "tool" if not c.get("by") else f"tool · {e(c['by'])}"  # (issue 22: a setup or history call)
     return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
             f"{_marks(by_call.pop(c['index'], []))}</div></li>")
@@ -606,6 +609,9 @@ def _trial_body(t: StoredTrial) -> str:
         body.append('<details class="tb"><summary>Where the agent raised</summary>'
                     f'<pre>{e(traceback)}</pre></details>')
     body.append("<h4>World diff</h4>" + _world_diff(t["diff"]))
+    user_diff = t["diff"].get("user")  # dual control: the caller's own world, beside the agent's
+    if user_diff is not None:
+        body.append("<h4>User world diff</h4>" + _world_diff(user_diff))
     body.append(_checks(t))
     body.append(_soft_broken(t))
     body.append(_trial_meta(t))

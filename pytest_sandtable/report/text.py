@@ -176,6 +176,11 @@ def _transcript_text(r: TrialResult) -> str:
         if e["role"] == "tool":
             c = r.calls[e["call"]]
             head = f"[{c['turn']}] {c.get('by', 'agent')} -> {c['tool']}({_args(c['args'])})"  # (issue 22: by)
+            if c.get("by") == "user":  # dual control: the simulated user's own call, on one line
+                err = c["error"] or {}
+                got = _short_json(c["result"]) if c["ok"] else f"error {err.get('code')}: {err.get('message')}"
+                out.append(f"[{c['turn']}] user called {c['tool']}({_args(c['args'])}) -> {got}")
+                continue
             if c["ok"]:
                 out.append(f"{head}\n        = {_short_json(c['result'])}")
             else:

@@ -325,6 +325,7 @@ class Diff(TypedDict):
     created: list[CreatedRow]
     changed: list[ChangedRow]
     deleted: NotRequired[list[CreatedRow]]  # since 1.3, only when a row was deleted
+    user: NotRequired[Diff]  # the user world's changes (dual control), only for a domain with one
 
 
 class TrialUsage(TypedDict, total=False):
