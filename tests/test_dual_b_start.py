@@ -145,8 +145,8 @@ def test_setup_load_errors(make_domain: Make, tmp_path: Path) -> None:
         "33:17: tasks[0].setup[0].call: unknown tool 'suspend_lin'; did you mean 'suspend_line'?",
         "34:37: tasks[0].setup[1].args: missing required param 'line' of tool suspend_line",
         "34:39: tasks[0].setup[1].args.lin: unknown param 'lin' of tool suspend_line; did you mean 'line'?",
-        "35:52: tasks[0].setup[2].by: `by: user` needs the user's tools (user_tools), which this domain cannot "
-        "have yet",
+        "35:17: tasks[0].setup[2].call: 'get_line' is an agent tool; a `by: user` setup step calls a user tool, "
+        "and this domain declares none (the top-level user_tools)",
         "36:20: tasks[0].setup[3].handler: handler 'start_h3:two' takes (a, b), expected a function called as "
         "function(args, world, ctx)",
         "37:20: tasks[0].setup[4].handler: unknown function 'nope' in module 'start_h3'; expected one of: two",

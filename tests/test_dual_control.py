@@ -397,3 +397,74 @@ def test_the_served_world_serves_the_agents_tools_only(make_domain: Callable[[st
     r = play(make_domain(DESK), "What does the status bar show?", serve=serve)
     assert (served, [(c["tool"], c.get("by")) for c in r.calls]) == (
         [["get_line"]], [("check_status_bar", None), ("check_status_bar", "user")])
+
+
+# ------------------------------------------------- setup on the user's side, sync after the setup
+
+
+def test_a_setup_step_by_the_user_calls_a_user_tool_and_sync_runs_once_the_setup_is_done(
+    tmp_path: Path, play: Play
+) -> None:
+    """``setup: [{call, args, by: user}]`` runs a user tool on the user's world before the
+    first message, logged ``by: setup`` with ``side: user``; the sync hook then runs once."""
+    (tmp_path / "desk_handlers.py").write_text(HANDLERS, encoding="utf-8")
+    body = DESK.replace("  - id: airplane\n", "  - id: airplane\n    setup:\n"
+                        "      - { call: toggle_airplane_mode, args: { on: false }, by: user }\n"
+                        "      - { call: toggle_airplane_mode, args: { on: true }, by: user }\n"
+                        "      - { call: get_line, args: { line: L-1 } }\n")
+    d = st.load_domain(write_domain(tmp_path, "sync: desk_handlers:sync\n" + body))
+    r = play(d, "Hello")
+    assert [(c["tool"], c.get("by"), c.get("side"), c["turn"]) for c in r.calls[:4]] == [
+        ("toggle_airplane_mode", "setup", "user", 0), ("toggle_airplane_mode", "setup", "user", 0),
+        ("get_line", "setup", None, 0),
+        ("sync", "sync", None, 0)]  # airplane mode on again after the setup: the line's data goes off
+    assert r.calls[3]["result"]["changed"] == [
+        {"table": "lines", "key": "L-1", "fields": {"data": {"before": True, "after": False}}}]
+    from pytest_sandtable.report.results_json import results_schema
+
+    trial_schema = {"$defs": results_schema()["$defs"], "$ref": "#/$defs/trial"}
+    jsonschema.validate(json.loads(json.dumps(r.to_dict())), trial_schema)
+
+
+def test_a_setup_step_by_the_user_must_name_a_user_tool() -> None:
+    assert problems(DESK.replace("  - id: airplane\n", "  - id: airplane\n    setup:\n"
+                                 "      - { call: get_line, args: { line: L-1 }, by: user }\n"
+                                 "      - { call: toggle_airplane_mod, by: user }\n"
+                                 "      - { call: toggle_airplane_mode, args: { on: maybe }, by: user }\n")) == [
+        "d.yaml:26:17: tasks[0].setup[0].call: 'get_line' is an agent tool; a `by: user` setup step calls one "
+        "of the user tools (user_tools): check_status_bar, toggle_airplane_mode",
+        "d.yaml:27:17: tasks[0].setup[1].call: unknown user tool 'toggle_airplane_mod'; did you mean "
+        "'toggle_airplane_mode'?",
+        "d.yaml:28:51: tasks[0].setup[2].args.on: found string 'maybe', expected boolean"]
+
+
+def test_an_assertion_reads_both_worlds_and_a_user_matcher_the_users_calls(tmp_path: Path, play: Play) -> None:
+    """``expect.assert`` functions see the user's tables beside the agent's, and
+    ``called``/``not_called`` with ``by: user`` name user tools (checked against them)."""
+    (tmp_path / "desk_asserts.py").write_text(
+        "def plane_off(world, line):\n"
+        "    return (not world.get('device', 'phone')['airplane_mode'] and world.get('lines', line) is not None,\n"
+        "            'airplane mode is still on')\n", encoding="utf-8")
+    body = DESK.replace("      state: [{ table: device, key: phone, fields: { airplane_mode: false } }]\n",
+                        "      assert: [{ function: 'desk_asserts:plane_off', args: { line: L-1 } }]\n"
+                        "      called: [{ tool: toggle_airplane_mode, args: { on: false }, by: user }]\n"
+                        "      not_called: [{ tool: check_status_bar, by: user }]\n")
+    d = st.load_domain(write_domain(tmp_path, body))
+    r = play(d, "Please turn airplane mode off.")
+    assert [(c.id, c.passed, c.detail) for c in r.checks] == [
+        ("called:user:toggle_airplane_mode", True, ""), ("not_called:user:check_status_bar", True, ""),
+        ("assert:plane_off", True, "")]
+    r = play(d, "Hello?")
+    assert [(c.id, c.passed) for c in r.checks] == [
+        ("called:user:toggle_airplane_mode", False), ("not_called:user:check_status_bar", True),
+        ("assert:plane_off", False)]
+    assert r.checks[2].detail == "airplane mode is still on"
+    assert problems(DESK.replace("      state: [{ table: device, key: phone, fields: { airplane_mode: false } }]\n",
+                                 "      called: [{ tool: get_line, by: user }, { tool: toggle_airplane_mod, by: user },"
+                                 " { tool: toggle_airplane_mode, args: { of: false }, by: user }]\n")) == [
+        "d.yaml:33:24: tasks[0].expect.called[0].tool: 'get_line' is an agent tool; a `by: user` matcher names one "
+        "of the user tools (user_tools): check_status_bar, toggle_airplane_mode",
+        "d.yaml:33:54: tasks[0].expect.called[1].tool: unknown user tool 'toggle_airplane_mod'; did you mean "
+        "'toggle_airplane_mode'?",
+        "d.yaml:33:125: tasks[0].expect.called[2].args.of: unknown param 'of' of tool toggle_airplane_mode; "
+        "expected one of: on"]

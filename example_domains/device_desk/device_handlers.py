@@ -32,3 +32,17 @@ def sync(world: Any, ctx: Any) -> None:
              and phone["mobile_data"] and phone["apn"] == "internet.example")
     if phone["has_data"] != works:
         world.update("device", "phone", {"has_data": works})
+
+
+def phone_has_data(world: Any, line: str) -> tuple[bool, str]:
+    """An assertion (`expect.assert`): at the end, the caller's phone is on ``line`` and has
+    data, with the message a failed check shows."""
+    phone = world.get("device", "phone")
+    carrier = world.get("lines", line)
+    if phone["line"] != line:
+        return False, f"the phone is on line {phone['line']}, expected {line}"
+    if not phone["has_data"]:
+        status = carrier["status"] if carrier is not None else "unknown"
+        return False, (f"the phone has no data (line {line} is {status}, airplane mode "
+                       f"{'on' if phone['airplane_mode'] else 'off'}, APN {phone['apn']})")
+    return True, ""

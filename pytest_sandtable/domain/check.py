@@ -999,6 +999,19 @@ def _expect(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
             mpath = (*path, part, j)
             if isinstance(matcher, str):
                 c.tool(matcher, mpath)
+            elif isinstance(matcher, dict) and matcher.get("by") == "user":  # the user's own calls
+                name = matcher.get("tool")
+                if isinstance(name, str) and name not in c.user_params:
+                    tools = ", ".join(clip(n) for n in list(c.user_params)[:12])
+                    c.add((*mpath, "tool"), (f"'{clip(name)}' is an agent tool; a `by: user` matcher names one of "
+                                             f"the user tools (user_tools): {tools}" if name in c.params and tools
+                                             else f"'{clip(name)}' is an agent tool; a `by: user` matcher names a "
+                                             "user tool, and this domain declares none (the top-level user_tools)"
+                                             if name in c.params else
+                                             unknown("user tool", name, list(c.user_params))))
+                elif isinstance(name, str):
+                    with _user_tools_as_tools(c):
+                        c.param_keys(name, matcher.get("args"), (*mpath, "args"), call=False)
             elif isinstance(matcher, dict):
                 tool = c.tool(matcher.get("tool"), (*mpath, "tool"))
                 c.param_keys(tool, matcher.get("args"), (*mpath, "args"), call=False)
@@ -1105,9 +1118,20 @@ def _mid_way(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
     for j, step in _items(task.get("setup")):
         step = _map(step)
         spath = (*path, "setup", j)
-        if step.get("by") == "user":
-            # TODO(issue 22, merge): a `by: user` setup step runs a user tool (part A's user_tools)
-            c.add((*spath, "by"), "`by: user` needs the user's tools (user_tools), which this domain cannot have yet")
+        if step.get("by") == "user" and "call" in step:  # a user tool, on the user's world
+            name = step["call"]
+            if isinstance(name, str) and name in c.params:
+                tools = ", ".join(clip(n) for n in list(c.user_params)[:12])
+                c.add((*spath, "call"), f"'{clip(name)}' is an agent tool; a `by: user` setup step calls one of "
+                                        f"the user tools (user_tools): {tools}" if tools else
+                                        f"'{clip(name)}' is an agent tool; a `by: user` setup step calls a user "
+                                        f"tool, and this domain declares none (the top-level user_tools)")
+            elif isinstance(name, str) and name not in c.user_params:
+                c.add((*spath, "call"), unknown("user tool", name, list(c.user_params),
+                                                hint="declare it in the top-level user_tools"))
+            elif isinstance(name, str):
+                with _user_tools_as_tools(c):
+                    _step(c, {k: v for k, v in step.items() if k in ("call", "args")}, spath)
             continue
         if "call" in step:
             _step(c, {k: v for k, v in step.items() if k in ("call", "args")}, spath)

@@ -82,6 +82,12 @@ class _UserHandlers(HandlerState):
         return made[1]
 
 
+def user_handlers(agent: HandlerState) -> HandlerState:
+    """The handler state a user tool runs with outside a trial's user turns (a ``by: user``
+    setup step): ``agent``'s seed, clock and flag, a handle over the user tables only."""
+    return _UserHandlers(agent)
+
+
 def split_diff(diff: dict[str, Any], domain: Domain) -> dict[str, Any]:
     """The trial's diff with the user tables' changes under ``"user"`` (the agent's stay
     where they were): only for a domain with a user world, so other diffs are unchanged."""

@@ -267,8 +267,9 @@ def assertion_ids(asserts: Sequence[Assertion]) -> list[str]:
 
 def read_only_handle(world: World, domain: Domain) -> tuple[WorldHandle, list[str]]:
     """A :class:`WorldHandle` over ``world`` whose writes raise; with the list of the writes
-    tried (an assertion that catches the error still errors its trial)."""
-    handle = WorldHandle(world, domain)
+    tried (an assertion that catches the error still errors its trial). It reads both
+    sides' tables: the agent's world and, with dual control, the user's."""
+    handle = WorldHandle(world, domain, tables={**domain.tables, **domain.user_tables} if domain.user_tables else None)
     tried: list[str] = []
 
     def refuse(call: str) -> Any:

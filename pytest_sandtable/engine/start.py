@@ -20,6 +20,7 @@ conversation is text.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..domain.handlers import HandlerImportError, handler_folder, resolve_handler
@@ -50,20 +51,25 @@ def run_start(
     calls: list[dict[str, Any]] | None = None,
     transcript: list[dict[str, Any]] | None = None,
     conversation: list[dict[str, str]] | None = None,
+    after_setup: Callable[[], None] | None = None,
 ) -> None:
     """The task's setup, then its history, on ``world``; the calls logged to ``calls``, the
-    messages (and the calls' places) to ``transcript`` and ``conversation``, when given."""
+    messages (and the calls' places) to ``transcript`` and ``conversation``, when given.
+    ``after_setup``: the trial's sync step (dual control), run once the setup is done."""
     log: list[dict[str, Any]] = calls if calls is not None else []
     for n, step in enumerate(task.setup, 1):
         if step.handler is not None:
             _setup_handler(domain, n, step.handler, step.args, world, handlers, len(log))
             continue
-        # TODO(issue 22, merge): `by: user` runs a user tool (part A); the loader accepts only agent
         assert step.call is not None
-        result = _call(domain, step.call, step.args, world, handlers, log, transcript, "setup")
+        result = _call(domain, step.call, step.args, world, handlers, log, transcript, "setup", step.by == "user")
         if not result.ok:
             raise StartFailed(f"setup step {n} ({step.call}) failed: error {result.error}: {result.message}")
-    # TODO(issue 22, merge): part A's sync hook runs here, after the setup
+    if task.setup and after_setup is not None:  # the domain's sync hook, once the setup is done
+        try:
+            after_setup()
+        except Exception as e:
+            raise StartFailed(str(e)) from None
     for m in task.history:
         said = m.say
         if m.calls:
@@ -89,8 +95,15 @@ def _call(
     log: list[dict[str, Any]],
     transcript: list[dict[str, Any]] | None,
     by: str,
+    user: bool = False,
 ) -> ToolResult:
-    tool = domain.tools[name]  # the loader checked the name
+    """A setup or history call of an agent tool or (``user``: a ``by: user`` setup step) a
+    user tool, whose handler sees the user's tables only; logged ``by`` (with ``side: user``)."""
+    tool = (domain.user_tools if user else domain.tools)[name]  # the loader checked the name
+    if user:
+        from .dual import user_handlers
+
+        handlers = user_handlers(handlers)
     index = len(log)
     try:
         args = coerce_args(tool, dict(raw))
@@ -114,6 +127,7 @@ def _call(
         "error": None if result.ok else {"code": result.error, "message": result.message},
         "violations": [],
         "by": by,
+        **({"side": "user"} if user else {}),
     })
     if transcript is not None:
         transcript.append({"role": "tool", "call": index})

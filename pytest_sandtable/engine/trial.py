@@ -1161,7 +1161,8 @@ def _start(t: _Trial) -> str | None:
     """The task's setup and history on the trial's world, its log and conversation; why the
     trial errored, if a step failed (the domain's fault)."""
     try:
-        run_start(t.domain, t.task, t.world, t.handlers, t.calls, t.transcript, t.conversation)
+        run_start(t.domain, t.task, t.world, t.handlers, t.calls, t.transcript, t.conversation,
+                  t.dual.after_step if t.dual is not None else None)
     except StartFailed as e:
         return f"the domain failed starting the trial: {e}"
     return None
@@ -1174,7 +1175,7 @@ def _mid_way_opening(talk: _Dialogue, task: Task) -> tuple[Any, bool]:
     user's message: nothing is said (the agent speaks next); with the agent's: None, so the
     simulated user is asked for its next message, having read the history."""
     if task.solo:
-        # TODO(issue 22, merge): τ²'s solo agent gets the user's tools too (part A's user_tools)
+        # τ²'s solo agent also gets the user's tools; here it has the agent's (docs/spec.md, "Solo tasks")
         talk.ended_by = "solo"
         return task.ticket, True
     if task.history[-1].role == "user":
