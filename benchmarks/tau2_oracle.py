@@ -45,7 +45,18 @@ Measuring (the figures in benchmarks/README.md)::
 
 replays every task of each domain's default split twice, with its gold actions and
 with a do-nothing agent (no call, a reply that says nothing), and prints the counts of
-reward 1.0. ``--split NAME`` picks another split.
+reward 1.0. ``--split NAME`` picks another split. ::
+
+    $SANDTABLE_TAU2_PYTHON benchmarks/tau2_oracle.py --perturb telecom
+
+replays each task's gold list with one agent write dropped, with one argument of one
+agent write changed, and with one user action dropped (for telecom, whose users act),
+and prints how many of each kind τ² still rewards 1.0 (and which).
+
+A request with ``"probe": [[step, ...], ...]`` instead makes its calls straight on the
+task's environment, without the orchestrator (:func:`probe`): the telecom handler tests
+(tests/test_tau2_telecom_handlers.py) compare each step's text and the two DBs with
+the handlers' own.
 """
 
 from __future__ import annotations

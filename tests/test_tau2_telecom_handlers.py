@@ -394,9 +394,12 @@ def probes_for(task: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     # from the fixed phone: each network mode, and the VPN broken and mended
     lists += [[*gold, {"name": "set_network_mode_preference", "arguments": {"mode": m}, "requestor": "user"}, *after]
               for m in ("2g_only", "3g_only", "4g_only")]
-    lists.append([*gold, {"name": "connect_vpn", "arguments": {}, "requestor": "user"}, *after,
-                  {"name": "toggle_data_saver_mode", "arguments": {}, "requestor": "user"}, *after,
-                  {"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}, *after])
+    setup = [a["func_name"] for a in (task.get("initial_state") or {}).get("initialization_actions") or []]
+    if "break_vpn" not in setup:  # τ²'s break_vpn spoils the toolkit's shared VPN details: a reconnect is
+        # poor in τ² for the rest of the process (docs/import.md, "τ² telecom"), fresh here
+        lists.append([*gold, {"name": "connect_vpn", "arguments": {}, "requestor": "user"}, *after,
+                      {"name": "toggle_data_saver_mode", "arguments": {}, "requestor": "user"}, *after,
+                      {"name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}, *after])
     return lists
 
 
