@@ -280,3 +280,29 @@ def test_tau2s_telecom(tmp_path: Path) -> None:
         {"say": "Done. Is there anything else?"}]
     bases = [t["expect"]["basis"] for t in tasks.values()]
     assert (bases.count(["assert"]), bases.count(["assert", "called"])) == (94, 20)
+
+
+TAU2_PYTHON = os.environ.get("SANDTABLE_TAU2_PYTHON")
+needs_oracle = pytest.mark.skipif(
+    not (TAU2 and TAU2_PYTHON),
+    reason="TAU2_BENCH_PATH or SANDTABLE_TAU2_PYTHON is not set (τ²-bench's checkout, and the Python 3.12 "
+    "that has it installed: benchmarks/README.md, 'τ²-bench agreement')")
+# a service issue with a payment (dropping its reboot after the line is resumed still gets reward 1.0: the
+# reseat of the SIM that follows searches the network anyway), a mobile data issue, an MMS issue
+SAMPLE = ("[service_issue]airplane_mode_on|overdue_bill_suspension|unseat_sim_card[PERSONA:Easy],"
+          "[mobile_data_issue]data_mode_off|data_usage_exceeded[PERSONA:None],"
+          "[mms_issue]airplane_mode_on|bad_network_preference|bad_wifi_calling|break_apn_mms_setting|"
+          "break_app_storage_permission|data_mode_off|data_usage_exceeded|unseat_sim_card[PERSONA:Easy]")
+
+
+@needs_oracle
+def test_the_handlers_graded_on_tau2s_basis_agree_with_tau2s_rewards(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(HERE.parent / "benchmarks" / "bench_tau2_agreement.py"),
+                        "--tau2", str(TAU2), "--python", str(TAU2_PYTHON), "--domain", "telecom",
+                        "--task-ids", SAMPLE], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    assert (r.returncode, r.stderr) == (0, "")
+    head, verdicts, data = r.stdout.splitlines()
+    lists = int(head.split(", ")[1].split()[0])
+    assert head.startswith(f"telecom: 3 tasks (base split), {lists} action lists (")
+    assert (lists, verdicts) == (30, "  verdict = τ² reward: 30/30 (ours passed 4, τ² gave 1.0 to 4)")
+    assert data == f"  same final data:     {lists}/{lists}"
