@@ -1,5 +1,7 @@
 """``python -m pytest_sandtable import tau2 PATH -o DIR``: a τ²-bench domain
-(``data/tau2/domains/airline`` or ``.../retail``) as a sandtable domain.
+(``data/tau2/domains/airline`` or ``.../retail``) as a sandtable domain. Telecom (dual
+control: the caller's phone, its tools, the sync) is :mod:`.tau2_telecom`'s, which
+:func:`import_tau2` hands it to.
 
 τ²'s files are read as data, never run: ``db.json``, ``tasks.json``,
 ``split_tasks.json`` and ``policy.md`` from the domain's data folder, and the tools'
