@@ -402,11 +402,12 @@ def test_the_served_world_serves_the_agents_tools_only(make_domain: Callable[[st
 # ------------------------------------------------- setup on the user's side, sync after the setup
 
 
-def test_a_setup_step_by_the_user_calls_a_user_tool_and_sync_runs_once_the_setup_is_done(
+def test_a_setup_step_by_the_user_calls_a_user_tool_and_sync_runs_after_each_step(
     tmp_path: Path, play: Play
 ) -> None:
     """``setup: [{call, args, by: user}]`` runs a user tool on the user's world before the
-    first message, logged ``by: setup`` with ``side: user``; the sync hook then runs once."""
+    first message, logged ``by: setup`` with ``side: user``; the sync hook runs after each
+    setup step, as after every step of the conversation (and as τ² does)."""
     (tmp_path / "desk_handlers.py").write_text(HANDLERS, encoding="utf-8")
     body = DESK.replace("  - id: airplane\n", "  - id: airplane\n    setup:\n"
                         "      - { call: toggle_airplane_mode, args: { on: false }, by: user }\n"
@@ -415,10 +416,11 @@ def test_a_setup_step_by_the_user_calls_a_user_tool_and_sync_runs_once_the_setup
     d = st.load_domain(write_domain(tmp_path, "sync: desk_handlers:sync\n" + body))
     r = play(d, "Hello")
     assert [(c["tool"], c.get("by"), c.get("side"), c["turn"]) for c in r.calls[:4]] == [
-        ("toggle_airplane_mode", "setup", "user", 0), ("toggle_airplane_mode", "setup", "user", 0),
-        ("get_line", "setup", None, 0),
-        ("sync", "sync", None, 0)]  # airplane mode on again after the setup: the line's data goes off
-    assert r.calls[3]["result"]["changed"] == [
+        ("toggle_airplane_mode", "setup", "user", 0),  # off: the line's data stays on, nothing to sync
+        ("toggle_airplane_mode", "setup", "user", 0),
+        ("sync", "sync", None, 0),  # on again: the line's data goes off, synced after that step
+        ("get_line", "setup", None, 0)]
+    assert r.calls[2]["result"]["changed"] == [
         {"table": "lines", "key": "L-1", "fields": {"data": {"before": True, "after": False}}}]
     from pytest_sandtable.report.results_json import results_schema
 

@@ -51,25 +51,23 @@ def run_start(
     calls: list[dict[str, Any]] | None = None,
     transcript: list[dict[str, Any]] | None = None,
     conversation: list[dict[str, str]] | None = None,
-    after_setup: Callable[[], None] | None = None,
+    after_step: Callable[[], None] | None = None,
 ) -> None:
     """The task's setup, then its history, on ``world``; the calls logged to ``calls``, the
     messages (and the calls' places) to ``transcript`` and ``conversation``, when given.
-    ``after_setup``: the trial's sync step (dual control), run once the setup is done."""
+    ``after_step``: the trial's sync step (dual control), run after every setup step and
+    every call of the history, as after every step of the conversation (τ² syncs after
+    each of its initialization actions)."""
     log: list[dict[str, Any]] = calls if calls is not None else []
     for n, step in enumerate(task.setup, 1):
         if step.handler is not None:
             _setup_handler(domain, n, step.handler, step.args, world, handlers, len(log))
-            continue
-        assert step.call is not None
-        result = _call(domain, step.call, step.args, world, handlers, log, transcript, "setup", step.by == "user")
-        if not result.ok:
-            raise StartFailed(f"setup step {n} ({step.call}) failed: error {result.error}: {result.message}")
-    if task.setup and after_setup is not None:  # the domain's sync hook, once the setup is done
-        try:
-            after_setup()
-        except Exception as e:
-            raise StartFailed(str(e)) from None
+        else:
+            assert step.call is not None
+            result = _call(domain, step.call, step.args, world, handlers, log, transcript, "setup", step.by == "user")
+            if not result.ok:
+                raise StartFailed(f"setup step {n} ({step.call}) failed: error {result.error}: {result.message}")
+        _synced(after_step)
     for m in task.history:
         said = m.say
         if m.calls:
@@ -78,12 +76,21 @@ def run_start(
                 assert c.call is not None
                 result = _call(domain, c.call, c.args, world, handlers, log, transcript, "history")
                 notes.append(_call_note(c.call, log[-1]["args"], result))
+                _synced(after_step)
             said = "\n".join([*notes, m.say])
         if transcript is not None:
             transcript.append({"role": m.role, "text": m.say, "turn": 0})
         if conversation is not None:
             conversation.append({"role": "user" if m.role == "user" else "assistant", "content": said})
 
+
+
+def _synced(after_step: Callable[[], None] | None) -> None:
+    if after_step is not None:
+        try:
+            after_step()
+        except Exception as e:  # the sync hook raised (dual.DualBug): the domain's fault
+            raise StartFailed(str(e)) from None
 
 
 def _call(

@@ -1162,7 +1162,7 @@ def _start(t: _Trial) -> str | None:
     trial errored, if a step failed (the domain's fault)."""
     try:
         run_start(t.domain, t.task, t.world, t.handlers, t.calls, t.transcript, t.conversation,
-                  t.dual.after_step if t.dual is not None else None)
+                  t.dual.after_step if t.dual is not None and t.dual.sync is not None else None)
     except StartFailed as e:
         return f"the domain failed starting the trial: {e}"
     return None
