@@ -126,7 +126,7 @@ def test_setup_steps_user_calls_and_assertions(doc: dict[str, Any]) -> None:
 
 def test_both_sides_setup_compare_args_communicate_info_and_judge(doc: dict[str, Any]) -> None:
     task = doc["tasks"][1]
-    assert task["id"] == "telecom-mobile_data_issue-user_abroad_roaming_disabled_off+data_usage_exceeded-PERSONA-Easy"
+    assert task["id"] == "telecom-mobile_data_issue-user_abroad_roaming_disabled_off.data_usage_exceeded-PERSONA-Easy"
     assert task["user_given"] == [{"update": {"table": "device", "key": "phone", "set": {"battery_level": 20}}}]
     assert task["setup"][2:] == [
         {"handler": f"{H}:set_data_usage", "args": {"customer_id": "C1", "line_id": "L1", "data_used_gb": 5.5}},
@@ -257,7 +257,7 @@ def test_tau2s_telecom(tmp_path: Path) -> None:
     assert (len(doc["tools"]), len(doc["user_tools"])) == (13, 30)
     tasks = {t["id"]: t for t in doc["tasks"]}
     assert len(tasks) == 114
-    refuel = tasks["telecom-mobile_data_issue-data_mode_off+data_usage_exceeded-PERSONA-None"]
+    refuel = tasks["telecom-mobile_data_issue-data_mode_off.data_usage_exceeded-PERSONA-None"]
     assert refuel["setup"] == [
         {"handler": f"{H}:set_user_info", "args": {"name": "John Smith", "phone_number": "555-123-2002"}},
         {"handler": f"{H}:turn_data_off", "args": {}},

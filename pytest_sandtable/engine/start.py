@@ -27,7 +27,7 @@ from ..domain.handlers import HandlerImportError, handler_folder, resolve_handle
 from ..domain.model import Domain, Task
 from ..domain.wording import clip
 from .api import ToolResult
-from .handlers import HandlerBug, HandlerContext, HandlerState, ToolError, run_tool
+from .handlers import HandlerBug, HandlerContext, HandlerState, ToolError, WorldHandle, run_tool
 from .invoke import exception_text
 from .tools import ArgError, coerce_args
 from .world import World, copy_row
@@ -149,7 +149,10 @@ def _setup_handler(
     except HandlerImportError as e:
         raise StartFailed(f"setup step {n} ({spec}) could not be loaded: {e}") from None
     try:
-        fn(copy_row(args), handlers.handle(world), HandlerContext(handlers, spec, index))
+        # over both worlds with dual control (the design: a setup function prepares either side)
+        handle = (WorldHandle(world, domain, handlers.over, tables={**domain.tables, **domain.user_tables})
+                  if domain.user_tables else handlers.handle(world))
+        fn(copy_row(args), handle, HandlerContext(handlers, spec, index))
     except ToolError as e:
         raise StartFailed(f"setup step {n} ({spec}) failed: error {e.status}: {e.message}") from None
     except Exception as e:

@@ -74,8 +74,9 @@ USER_TURN_CALLS = 8  # the most tool calls a simulated user makes in one turn (t
 
 def telecom_task_id(raw: str) -> str:
     """τ²'s ``[mobile_data_issue]airplane_mode_on|bad_vpn[PERSONA:Easy]`` as
-    ``telecom-mobile_data_issue-airplane_mode_on+bad_vpn-PERSONA-Easy``."""
-    text = re.sub(r"[^A-Za-z0-9_.+-]+", "-", raw.replace("|", "+")).strip("-")
+    ``telecom-mobile_data_issue-airplane_mode_on.bad_vpn-PERSONA-Easy`` (a task id is letters,
+    digits, ``_``, ``.`` and ``-``: the issues τ² joins with ``|`` are joined with ``.``)."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "-", raw.replace("|", ".")).strip("-")
     return f"telecom-{text}"
 
 
