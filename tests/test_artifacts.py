@@ -403,7 +403,7 @@ def _good() -> dict[str, Any]:
                                       "column 26"),
         ([1, 2], "expected a JSON object at the top, got list"),
         ({"trials": []}, "no schema_version: this is not a pytest-sandtable results.json"),
-        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.5'"),
+        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.6'"),
         ({"schema_version": "2.0", "writer": {"name": "pytest-sandtable", "version": "9.0.0"}},
          f"written with results schema 2.0 by pytest-sandtable 9.0.0; this pytest-sandtable ({__version__}) reads "
          "schema 1.x only: upgrade pytest-sandtable to read it"),

@@ -158,27 +158,42 @@ tasks:
 
 
 def test_matchers_by_agent_and_user_read_only_their_own_calls(make_domain: Make) -> None:
-    domain = task(make_domain, """
-    called: [book_load, { tool: book_load, by: user }, { tool: get_load, by: agent }]
-    not_called: [{ tool: get_load, by: user }, get_load]
-    """)
+    """A matcher reads one side's calls: ``by: agent`` (the default) the agent's, ``by:
+    user`` the simulated user's own tools'; setup, history and sync calls match neither."""
+    domain = make_domain(WORLD + """
+user_world:
+  phone: { key: id, rows: [{ id: p, on: false }] }
+user_tools:
+  - name: restart
+    ops: [{ update: { table: phone, key: p, set: { on: true } } }]
+  - name: look
+    ops: [{ get: { table: phone, key: p } }]
+tasks:
+  - id: t
+    user: { opening: "Book L-1 please.", script: [Thanks.] }
+    expect:
+      called: [book_load, { tool: restart, by: user }, { tool: get_load, by: agent }, { tool: look, by: user }]
+      not_called: [{ tool: look, by: user }, get_load, { tool: restart, by: user }]
+""")
     t = domain.tasks[0]
     from pytest_sandtable.engine.grading import grade
     from pytest_sandtable.engine.world import World, seed_for
     world = World(seed_for(domain))
 
     def call(tool: str, **extra: object) -> dict[str, object]:
-        return {"index": 0, "turn": 1, "tool": tool, "args": {"load_id": "L-1"}, "ok": True, "result": {},
+        return {"index": 0, "turn": 1, "tool": tool, "args": {}, "ok": True, "result": {},
                 "error": None, "violations": [], **extra}
 
-    calls = [call("book_load"), call("get_load", by="user"), call("get_load", by="setup"),
-             call("get_load", by="history"), call("book_load", by="sync")]
+    calls = [call("book_load"), call("look", by="user"), call("get_load", by="setup"),
+             call("get_load", by="history"), call("restart", by="sync"), call("restart", by="setup", side="user")]
     assert [(c.id, c.passed, c.detail) for c in grade(t.expect, world, calls, [])] == [
         ("called:book_load", True, ""),
-        ("called:user:book_load", False, "book_load was never called successfully (the user's calls)"),
+        ("called:user:restart", False, "restart was never called successfully (the user's calls)"),
         ("called:get_load", False, "get_load was never called successfully"),
-        ("not_called:user:get_load", False, "get_load was called 1x (the user's calls)"),
+        ("called:user:look", True, ""),
+        ("not_called:user:look", False, "look was called 1x (the user's calls)"),
         ("not_called:get_load", True, ""),
+        ("not_called:user:restart", True, ""),
     ]
 
 
