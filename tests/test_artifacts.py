@@ -431,7 +431,7 @@ def test_schema_problems_name_the_field(tmp_path: Path) -> None:
     with pytest.raises(ResultsError) as info:
         read_results(p)
     assert str(info.value) == (
-        f"{p}: does not match the results schema 1.5 (2 problems):\n"
+        f"{p}: does not match the results schema 1.6 (2 problems):\n"
         "  summary: 'pass_hat' is a required property\n"
         "  trials[0].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']"
     )

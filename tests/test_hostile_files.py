@@ -111,7 +111,7 @@ def _edited(run: Path, old: str, new: str) -> str:
 def test_a_k_no_run_has_is_refused_before_anything_is_counted(run: Path, command: str) -> None:
     _edited(run, '\n  "k": 3,', '\n  "k": 1000000000000,')  # run.k, the first of the document
     assert cli(run, *COMMANDS[command]("bad.json")) == (2, (
-        "error: bad.json: does not match the results schema 1.5 (1 problem):\n"
+        "error: bad.json: does not match the results schema 1.6 (1 problem):\n"
         "  run.k: 1000000000000 is greater than the maximum of 100000\n"))
 
 

@@ -95,7 +95,7 @@ def test_a_trial_that_breaks_the_schema_is_named_with_its_field(tmp_path: Path) 
         '"verdict":"failed"', '"verdict":"maybe"', 1)
     file.write_text("\n".join(text), encoding="utf-8")
     assert the_error(file) == (
-        f"{file}: does not match the results schema 1.5 (1 problem):\n"
+        f"{file}: does not match the results schema 1.6 (1 problem):\n"
         "  trials[1].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']")
 
 

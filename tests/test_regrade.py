@@ -365,7 +365,7 @@ def test_a_bad_trial_in_the_writers_layout_is_named_with_its_field(
     assert text.count('"verdict":"failed"') == 2  # the trials' lines
     (run / "results.json").write_text(text.replace('"verdict":"failed"', '"verdict":"maybe"', 1), encoding="utf-8")
     assert regrade(capsys, "run", "-o", "regraded") == (2, [], [
-        "error: run/results.json: does not match the results schema 1.5 (1 problem):",
+        "error: run/results.json: does not match the results schema 1.6 (1 problem):",
         "  trials[1].verdict: 'maybe' is not one of ['passed', 'failed', 'errored']",
     ])
     assert not (here / "regraded").exists()

@@ -82,7 +82,12 @@ def import_tau2(args: argparse.Namespace) -> int:
     from .runs import _err, _out
 
     try:
-        done = import_tau2(args.path, args.output, split=args.split, force=args.force, source=args.source)
+        if Path(args.path).is_dir() and Path(args.path).resolve().name == "telecom":  # dual control
+            from ..importer.tau2_telecom import import_telecom
+
+            done = import_telecom(Path(args.path), Path(args.output), args.split, args.force, args.source)
+        else:
+            done = import_tau2(args.path, args.output, split=args.split, force=args.force, source=args.source)
     except Tau2ImportError as e:
         return _err(str(e))
     except OSError as e:  # the output folder cannot be written

@@ -1,7 +1,7 @@
 """``python -m pytest_sandtable import tau2 PATH -o DIR``: a τ²-bench domain
 (``data/tau2/domains/airline`` or ``.../retail``) as a sandtable domain. Telecom (dual
-control: the caller's phone, its tools, the sync) is :mod:`.tau2_telecom`'s, which
-:func:`import_tau2` hands it to.
+control: the caller's phone, its tools, the sync) is :mod:`.tau2_telecom`'s
+(``import_telecom``), which the command hands a ``telecom`` folder to.
 
 τ²'s files are read as data, never run: ``db.json``, ``tasks.json``,
 ``split_tasks.json`` and ``policy.md`` from the domain's data folder, and the tools'
@@ -562,10 +562,6 @@ def import_tau2(path: Path, out: Path, split: str = DEFAULT_SPLIT, force: bool =
     """Read the τ² domain at ``path`` and write ``out/sandtable.yaml`` and its handler module."""
     if split not in SPLITS:
         raise Tau2ImportError(f"--split {split}: expected one of {', '.join(SPLITS)}")
-    if Path(path).is_dir() and Path(path).resolve().name == "telecom":
-        from .tau2_telecom import import_telecom
-
-        return import_telecom(Path(path), Path(out), split, force, source)
     domain = read_domain(path, split, source)
     out = Path(out)
     check_out(out, force, Tau2ImportError)
