@@ -230,3 +230,52 @@ def test_one_task_that_dropped_in_a_baseline_of_four_is_flagged(pytester: pytest
     assert [c["text"] for c in doc["gate"]["checks"] if not c["passed"]] == [
         "task drops regressed from 32/32 in the baseline (sequential, e-BH at alpha 0.05: e-value 181 after 13 "
         "graded trials)"]
+
+
+def test_a_cap_no_task_can_regress_within_at_alpha_over_m_is_a_usage_error(pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline of 4 trials a task: at 0.05 / 2, the floor of 4/4 is 0.334 and 20
+    failures are the least that say "regressed", more than the cap of 16 (at 0.05 itself
+    13 would do)."""
+    pytester.path.joinpath("sandtable.yaml").write_text(DOMAIN, encoding="utf-8")
+    pytester.path.joinpath("planted.py").write_text(AGENT, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(pytester.path))
+    base = pytester.runpytest("--sandtable-agent=planted:agent", "--sandtable-k=4", "--sandtable-out=base",
+                              "-p", "no:randomly", "-k", "drops or steady")
+    assert base.ret == 0, base.stdout.str()
+    result = pytester.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-k=16")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "ERROR: --sandtable-baseline: detecting a drop from base's 4/4 of task drops, its strongest, at alpha = "
+        "0.025 needs at least 20 graded trials; the cap is 16 (alpha 0.05 over the baseline's 2 tasks), so no task "
+        "could say \"regressed\": give a larger --sandtable-k or a baseline of more trials"])
+    assert not pytester.path.joinpath("out").exists()
+    assert pytester.runpytest("--sandtable-agent=planted:agent", *ADAPTIVE, "--sandtable-k=20").ret == 0
+
+
+@pytest.mark.parametrize(("m", "floor", "least", "stopped"), [
+    (2, 0.872024, 4, 11), (3, 0.861044, 5, 13), (20, 0.811481, 8, 25), (165, 0.759695, 11, None)])
+def test_each_task_runs_at_alpha_over_the_baselines_tasks_so_e_bh_flags_one_alone(
+        m: int, floor: float, least: int, stopped: int | None) -> None:
+    """A fall from 32/32 to passing every other trial, among m - 1 tasks that always pass:
+    the fallen task's test stops at an e-value e-BH across the m flags (at 165 tasks the
+    floor, 0.760, leaves the fall too near the drop aimed at to show within 32)."""
+    from pytest_sandtable.report.adaptive import stored_regression
+    from pytest_sandtable.sequential import Design, e_bh
+
+    design = Design(cap=32)
+    fell, steady = stored_regression((32, 32), design, 0.05, m), stored_regression((32, 32), design, 0.05, m)
+    assert (round(fell.floor, 6), fell.least_trials(), fell.alpha) == (floor, least, 0.05 / m)
+    trial = 0
+    while fell.open:
+        trial += 1
+        fell.observe(trial % 2 == 0)
+    while steady.open:
+        steady.observe(True)
+    assert steady.verdict == "no-regression"
+    e_values = {"fell": fell.e_value, **{f"t{j}": steady.e_value for j in range(m - 1)}}
+    if stopped is None:
+        assert fell.verdict == "inconclusive" and e_bh(e_values, 0.05) == []
+    else:
+        assert (fell.verdict, fell.n) == ("regressed", stopped) and fell.e_value >= 2 * m / 0.05
+        assert e_bh(e_values, 0.05) == ["fell"]
