@@ -27,6 +27,12 @@ stored baseline of 32/32 (`StoredRegression`); a milder fall, 0.9 to 0.6; a fall
 0.8 to 0.6 where the two trials of a pair draw independently (no shared seed); and no
 fall at all (0.8 to 0.8, independent: every "regressed" there is a false one).
 
+The stored test runs as the plugin runs it, at alpha over m, m = ``--tasks`` (the
+baseline's tasks; ``report.adaptive.paired_alpha``), and also at alpha itself (the test
+before issue 25's fix) for comparison; for each, how often e-BH at alpha across the m
+tasks flags the fallen task when it is the only one that fell (the other m - 1 stay at
+1.0 against their 32/32).
+
     python benchmarks/bench_adaptive.py [--tasks 165] [--seed 25] [--concurrency 8]
                                         [--cap 32] [--errored 0.03] [--max-trials N]
 """
@@ -40,8 +46,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from pytest_sandtable.report.adaptive import paired_alpha
 from pytest_sandtable.report.stats import wilson
-from pytest_sandtable.sequential import Design, PairedRegression, StoredRegression, TaskSequence
+from pytest_sandtable.sequential import Design, PairedRegression, StoredRegression, TaskSequence, e_bh
 
 
 def unit(*parts: object) -> float:
@@ -137,17 +144,31 @@ def paired_catch(tasks: int, repeats: int, base_rate: float, new_rate: float, ca
     return caught, missed
 
 
-def stored_catch(tasks: int, repeats: int, new_rate: float, cap: int) -> list[int | None]:
+def stored_run(alpha: float, cap: int, draws: object, new_rate: float) -> StoredRegression:
+    """One task's stored test against 32/32 at ``alpha``, fed until settled."""
+    test = StoredRegression(32, 32, alpha=alpha, cap=cap)
+    t = 0
+    while test.open:
+        test.observe(unit("stored", draws, t) < new_rate)
+        t += 1
+    return test
+
+
+def stored_catch(tasks: int, repeats: int, new_rate: float, cap: int,
+                 alpha: float) -> tuple[list[int | None], int]:
+    """Trials until "regressed" per (task, repeat) at ``alpha`` (None: not caught by the
+    cap); and how many times e-BH at 0.05 across the ``tasks`` flags the task when it alone
+    fell (the others always pass; their stopped e-values are all the same)."""
+    steady = stored_run(alpha, cap, "steady", 1.0).e_value
     caught: list[int | None] = []
+    flagged = 0
     for r in range(repeats):
         for i in range(tasks):
-            test = StoredRegression(32, 32, cap=cap)
-            t = 0
-            while test.open:
-                test.observe(unit("stored", r, i, t) < new_rate)
-                t += 1
+            test = stored_run(alpha, cap, f"{r}:{i}", new_rate)
             caught.append(test.n if test.verdict == "regressed" else None)
-    return caught
+            e_values = {"fell": test.e_value, **{f"t{j}": steady for j in range(tasks - 1)}}
+            flagged += "fell" in e_bh(e_values, 0.05)
+    return caught, flagged
 
 
 def catch_line(name: str, caught: list[int | None], missed: int | None = None) -> str:
@@ -204,7 +225,10 @@ def main() -> None:
                                                 ("paired 0.8 -> 0.8, independent pairs", 0.8, 0.8, False)):
         caught, missed = paired_catch(args.tasks, args.repeats, base_rate, new_rate, args.cap, coupled)
         print(catch_line(name, caught, missed))
-    print(catch_line("stored 32/32 -> 0.5", stored_catch(args.tasks, args.repeats, 0.5, args.cap)))
+    for name, alpha in ((f"stored 32/32 -> 0.5, alpha/{args.tasks}", paired_alpha(0.05, args.tasks)),
+                        ("stored 32/32 -> 0.5, alpha (before)", 0.05)):
+        caught, flagged = stored_catch(args.tasks, args.repeats, 0.5, args.cap, alpha)
+        print(catch_line(name, caught) + f", alone flagged by e-BH {flagged}")
     print(f"cpu {time.process_time() - started:.1f} s")
 
 

@@ -318,7 +318,8 @@ class Needs:
             if found is not None:
                 from ..report.adaptive import stored_regression
 
-                task.reg = stored_regression(found, task.seq.design, self.regression_alpha)
+                task.reg = stored_regression(found, task.seq.design, self.regression_alpha,
+                                             len(self.baseline or {}))
             if self.in_job and self.pairs is not None:
                 task.pairs = self.pairs.setdefault(self.names[key], {})
             else:

@@ -302,6 +302,8 @@ class RunConfig:
                                     f"below 0.5, got {baseline.alpha:g}")
         if baseline is not None and baseline.paired and baseline.agent is None:
             _check_paired(baseline, adaptive, seed)
+        elif adaptive is not None and baseline is not None and baseline.agent is None:
+            _check_stored(baseline, adaptive)
         record, cassettes = _record(config)
         if record is not None and baseline is not None and baseline.agent is not None:
             raise pytest.UsageError("--sandtable-baseline-agent does not take --sandtable-record: the two builds' "
@@ -807,6 +809,32 @@ def _check_paired(baseline: Baseline, adaptive: Adaptive | None, seed: int) -> N
     except DesignError as e:
         raise pytest.UsageError(f"--sandtable-paired: {e} (alpha {alpha:g} over the baseline's "
                                 f"{len(pairs)} tasks with pairs)") from None
+
+
+def _check_stored(baseline: Baseline, adaptive: Adaptive) -> None:
+    """An adaptive run against a stored baseline's counts, checked before any trial runs:
+    the cap leaves room for at least one task's test, at alpha over the baseline's tasks,
+    to say "regressed" (a task whose baseline never passed has nothing to drop from)."""
+    if baseline.doc is None:  # an xdist worker: the controller checked it
+        return
+    from ..report.adaptive import baseline_counts, paired_alpha, task_name
+    from ..sequential.regression import StoredRegression
+
+    counts = baseline_counts(baseline.doc)
+    alpha = baseline.alpha if baseline.alpha_given else adaptive.alpha
+    level = paired_alpha(alpha, len(counts))
+    tests = {key: StoredRegression(p, n, alpha=level, beta=adaptive.beta, cap=adaptive.cap)
+             for key, (p, n) in counts.items()}
+    able = [(t.least_trials(), key) for key, t in tests.items() if t.sequence is not None]
+    if not able or any(tests[key].can_regress for _, key in able):
+        return
+    least, key = min(able)
+    several = len({domain for domain, _ in counts}) > 1
+    raise pytest.UsageError(
+        f"--sandtable-baseline: detecting a drop from {baseline.given}'s {counts[key][0]}/{counts[key][1]} of "
+        f"task {task_name(key[0], key[1], several)}, its strongest, at alpha = {level:g} needs at least {least} "
+        f"graded trials; the cap is {adaptive.cap} (alpha {alpha:g} over the baseline's {len(counts)} tasks), so "
+        f"no task could say \"regressed\": give a larger --sandtable-k or a baseline of more trials")
 
 
 def _shown(file: str, config: pytest.Config) -> str:

@@ -65,10 +65,14 @@ def baseline_counts(doc: Mapping[str, Any] | None) -> dict[tuple[str, str], tupl
     return counts
 
 
-def stored_regression(counts: tuple[int, int], design: Design, alpha: float) -> StoredRegression:
-    """A task's regression test against its stored baseline counts: at ``alpha``, with the
-    design's beta and cap (the same in the run that decides and in the report)."""
-    return StoredRegression(counts[0], counts[1], alpha=alpha, beta=design.beta, cap=design.cap)
+def stored_regression(counts: tuple[int, int], design: Design, alpha: float, m: int) -> StoredRegression:
+    """A task's regression test against its stored baseline counts: at ``alpha`` over m,
+    the tasks the baseline has (:func:`paired_alpha`: e-BH across m tasks flags one task
+    alone only at an e-value of m / alpha, which a test at ``alpha`` itself stops short
+    of), with the design's beta and cap (the same in the run that decides and in the
+    report). m counts the baseline's tasks, not the run's, so that it is the same
+    wherever it is read (an xdist controller learns a domain's name from its first trial)."""
+    return StoredRegression(counts[0], counts[1], alpha=paired_alpha(alpha, m), beta=design.beta, cap=design.cap)
 
 
 Regression = StoredRegression | PairedRegression
@@ -204,7 +208,7 @@ def adaptive_section(
         seq = TaskSequence(d)
         found = baseline.get((domain, task)) if baseline is not None and pairs is None else None
         paired = pairs.get((domain, task), {} if in_job else None) if pairs is not None else None
-        reg: Regression | None = (stored_regression(found, d, ralpha) if found is not None else
+        reg: Regression | None = (stored_regression(found, d, ralpha, len(baseline or {})) if found is not None else
                                   paired_regression(d, task_alpha) if paired is not None else None)
         last = None if in_job or not paired else max(paired)
         stopped_at: int | None = None
@@ -255,6 +259,7 @@ def adaptive_section(
         section["regression"]["task_alpha"] = task_alpha
     elif baseline is not None:
         section["regression"] = regression_part(entries, ralpha)
+        section["regression"]["task_alpha"] = paired_alpha(ralpha, len(baseline))
     return section
 
 

@@ -499,7 +499,7 @@ class AdaptiveRegression(TypedDict):
     method: str  # "e-BH"
     tasks: int  # tasks with a regression test (in the baseline and in this run)
     flagged: list[str]  # task names (domain/task with several domains), largest e-value first
-    task_alpha: NotRequired[float]  # paired: each task's test's level, alpha over the baseline's tasks with pairs
+    task_alpha: NotRequired[float]  # each task's test's level: alpha over the baseline's tasks (paired: with pairs)
     baseline_agent: NotRequired[str]  # --sandtable-baseline-agent: the baseline build's spec (credentials removed)
 
 
