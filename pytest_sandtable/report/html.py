@@ -445,6 +445,7 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
     if not 0 <= i < len(calls):
         return ["miss", str(i)]
     c = calls[i]
+    tool, args = str(c["tool"]), _args(c["args"])  # read in the order the HTML shows them
     result: list[str]
     if c["ok"]:
         result = _result_data(c["result"])
@@ -453,7 +454,7 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
         code, message = (err["code"], err["message"]) if err else (None, None)
         result = ["e", str(code), str(message)]
     fault = fault_note(c["fault"]) if c.get("fault") else ""
-    return ["call", bool(c["ok"]), str(c["tool"]), _args(c["args"]), result, fault,
+    return ["call", bool(c["ok"]), tool, args, result, fault,
             _mark_data(by_call.pop(c["index"], []))]
 
 
