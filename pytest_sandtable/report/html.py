@@ -7,33 +7,33 @@ run). Every piece of text that comes from a transcript, a domain or the run is
 escaped with ``html.escape(..., quote=True)``. Everything but a compressed
 transcript shows without JS: trials are ``<details>`` and navigation is plain links.
 
-The page stays quick to open at any number of trials. :func:`write_report_html`
-writes it piece by piece to a stream and reads the trials once. While all trials'
-HTML fits in :data:`INLINE_LIMIT` characters (estimated from their data,
-:data:`_HTML_PER_LIST`), every trial is in the page in full;
-past that, only failing and errored ones are (up to :data:`INLINE_PER_TASK` a task,
-:data:`INLINE_LIMIT` in all), listed first in their task. The other trials' bodies
-are stored as data, not HTML: each body's data (:func:`_trial_data`, every text in it
-formatted as the page shows it) as compact JSON, gzip-compressed into base64 data blocks
-(``<script type="application/octet-stream">``, which never runs, and which base64,
-holding no ``<``, cannot end) at the end of the page; their summary lines are HTML in
-blocks of their own, a block per task and kind (passed, or not), shown as one fold in
-the task. The page's script decompresses a block (``DecompressionStream``) when a fold
-or a trial is opened, or a link leads into one: a fold's lines it inserts as the markup
-Python escaped; a trial's body it lays out from its data with ``createElement`` and text
-nodes only, the elements :func:`_body_html` writes for a trial in full (Python renders
-no HTML of a compressed trial). Markup it inserts cannot run script either: the CSP
-allows no inline handler, and a ``<script>`` put in by a template never runs. A page of any size thus holds a bounded number of elements: the
-trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and the columns
-of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks, the page
-holds a bounded number of tasks too: the first :data:`TASKS_INLINE` tasks in the tasks'
-order (critical first, then the worst) that are critical or did not pass every trial
-have their row in the tasks table and their trial section in full; every other task's
-row and section are stored compressed, consecutive tasks of one verdict
+The page stays quick to open at any number of trials. :func:`write_report_html` writes
+it piece by piece to a stream and reads the trials once. While all trials' HTML fits in
+:data:`INLINE_LIMIT` characters (estimated from their data, :data:`_HTML_PER_LIST`),
+every trial is in the page in full; past that, only failing and errored ones are (up to
+:data:`INLINE_PER_TASK` a task, :data:`INLINE_LIMIT` in all), listed first in their
+task. The other trials' bodies are stored as data, not HTML: each body's data
+(:func:`_trial_data`, every text in it formatted as the page shows it) as compact JSON,
+gzip-compressed into base64 data blocks (``<script type="application/octet-stream">``,
+which never runs, and which base64, holding no ``<``, cannot end) at the end of the
+page; their summary lines are HTML in blocks of their own, a block per task and kind
+(passed, or not), shown as one fold in the task. The page's script decompresses a block
+(``DecompressionStream``) when a fold or a trial is opened, or a link leads into one: a
+fold's lines it inserts as the markup Python escaped; a trial's body it lays out from
+its data with ``createElement`` and text nodes only, the elements :func:`_body_html`
+writes for a trial in full (Python renders no HTML of a compressed trial). Markup it
+inserts cannot run script either: the CSP allows no inline handler, and a ``<script>``
+put in by a template never runs. A page of any size thus holds a bounded number of
+elements: the trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and
+the columns of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks,
+the page holds a bounded number of tasks too: the first :data:`TASKS_INLINE` tasks in
+the tasks' order (critical first, then the worst) that are critical or did not pass
+every trial have their row in the tasks table and their trial section in full; every
+other task's row and section are stored compressed, consecutive tasks of one verdict
 :data:`TASKS_PER_BLOCK` a block, each block one fold in the table (a row group its rows
 replace when opened) and one in the trials, opened the same way (by hand, by a link to
-one of its tasks, or by the name filter). The figures and every other table stay in
-the page.
+one of its tasks, or by the name filter). The figures and every other table stay in the
+page.
 
 The page is one function per section, each given the typed parts of the document
 (:mod:`pytest_sandtable.report.types`) it shows.
@@ -143,6 +143,8 @@ def _literal(v: Any) -> str:
     """A value as JSON on one line (a string quoted as JSON quotes it)."""
     if isinstance(v, str):
         return encode_basestring(v)
+    if type(v) is int:  # as the encoder writes it (int.__repr__), without a call into it
+        return str(v)
     return _JSON.encode(v)
 
 
@@ -1953,7 +1955,10 @@ def _data_text(data: Any, clean: Callable[[str], str]) -> str:
     """A trial's data as the page stores it: compact JSON, secrets redacted and lone
     surrogates replaced (``clean``); still valid JSON when a secret spans its punctuation
     (then each string is cleaned instead)."""
-    raw = _DATA.encode(data)
+    try:
+        raw = orjson.dumps(data).decode("utf-8")  # in C, and quicker than the json module's
+    except TypeError:  # a lone surrogate, which orjson does not write: clean() replaces it below
+        raw = _DATA.encode(data)
     text = clean(raw)
     if text != raw:
         try:
