@@ -101,7 +101,7 @@ INLINE_PER_TASK = 3
 """Failing or errored trials of one task shown in full in a report past :data:`INLINE_LIMIT`,
 so that one task with many failures does not take the room of every other."""
 BLOCK_SIZE = 256_000
-"""Characters of trial HTML per compressed block: opening a trial decompresses one block,
+"""Characters of trial data per compressed block: opening a trial decompresses one block,
 and the trials of a block, often of one task, compress well together."""
 JS_SHOWN = 32
 """Values of j a scores table or the chart shows at a glance (past it: 1, 2, 4, ..., k)."""
@@ -686,11 +686,6 @@ def _body_html(data: Mapping[str, Any]) -> str:
         meta.append(f"task at <code>{e(location)}</code>")
     body.append(f'<p class="muted small">{" · ".join(meta)}</p>')
     return "".join(body)
-
-
-def _trial_body(t: StoredTrial) -> str:
-    """A trial in full, as HTML."""
-    return _body_html(_trial_data(t))
 
 
 @dataclass(slots=True)  # one a trial, held to the end of the page: no __dict__
