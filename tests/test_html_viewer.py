@@ -142,6 +142,8 @@ def test_a_compressed_trial_shows_what_the_trial_in_full_shows(tmp_path: Path) -
     sync_playwright = _playwright()
     if sync_playwright is None:
         pytest.skip("playwright is not installed")
+    from playwright.sync_api import expect
+
     full, compressed = _pages(tmp_path)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
@@ -162,8 +164,8 @@ def test_a_compressed_trial_shows_what_the_trial_in_full_shows(tmp_path: Path) -
             page.locator("details.group > summary").last.click()
             page.locator("details.trial").nth(4).wait_for(state="attached", timeout=10_000)
             page.evaluate("document.querySelectorAll('details.trial').forEach(d => { d.open = true; })")
-            page.wait_for_function("document.querySelectorAll('details.trial .trial-body.lazy').length === 0",
-                                   timeout=10_000)
+            # (not wait_for_function: it evaluates a string, which the page's CSP refuses)
+            expect(page.locator("details.trial .trial-body.lazy")).to_have_count(0, timeout=10_000)
             opened = page.evaluate(bodies)
             assert sorted(opened) == sorted(in_full)
             for anchor, body in in_full.items():
