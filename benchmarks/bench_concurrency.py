@@ -182,6 +182,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0,
                     help="pytest-xdist workers (-n W); trials in flight are W x N, so the bounds divide by W x N")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each level (the medians are printed)")
+    ap.add_argument("--xdist-ratio", type=int, default=0, metavar="W",
+                    help="instead: at each level, alternate -n 0 and -n W runs and print -n W's wall over -n 0's "
+                         "(the same per-process concurrency N in both)")
     a = ap.parse_args()
     k = 4
     tasks = a.trials // k
@@ -195,6 +198,9 @@ def main() -> None:
         (root / "bench_agents.py").write_text(AGENTS.format(turn=TURN_SECONDS))
         (root / "conftest.py").write_text(TIMER)
         agent = "bench_agents:sync_agent" if a.sync else "bench_agents:async_agent"
+        if a.xdist_ratio:
+            xdist_ratio(root, agent, k, tasks * k, a.turns, levels, a.xdist_ratio, a.repeat)
+            return
         workers = f", {a.workers} xdist workers x N" if a.workers else ""
         print(f"{tasks * k} trials x {a.turns} agent turns x {TURN_SECONDS * 1000:.0f} ms, agent {agent}{workers}; "
               f"median of {a.repeat} runs")
@@ -219,6 +225,31 @@ def main() -> None:
                   f"{m['own_mean'] * 1000:>7.1f}ms {m['turn_mean'] / m['own_mean']:>8.3f} "
                   f"{m['turn_mean'] / TURN_SECONDS:>7.3f} {slots:>8.2f} {m['loop']:>7.2f} {m['loop'] / slots:>10.3f} "
                   f"{m['loop'] / ideal:>10.3f} {m['wall']:>7.2f} {m['cpu']:>6.2f}")
+
+
+def xdist_ratio(root: Path, agent: str, k: int, trials: int, turns: int, levels: list[int], workers: int,
+                repeat: int) -> None:
+    """-n W against -n 0 at the same per-process concurrency, runs alternating: the wall ratio (the aim
+    for agents that wait on a model: at most 0.55 with W = 2) and the bound it is held to, the slot
+    bound of W x N trials in flight over that of N."""
+    print(f"{trials} trials x {turns} agent turns x {TURN_SECONDS * 1000:.0f} ms, agent {agent}; "
+          f"-n {workers} against -n 0 at the same N, alternating, medians of {repeat}")
+    print(f"{'N':>4} {'-n 0 wall':>10} {'-n W wall':>10} {'ratio':>6} {'loop ratio':>10} "
+          f"{'slot bound':>10}  every ratio")
+    for n in levels:
+        walls: dict[int, list[float]] = {0: [], workers: []}
+        loops: dict[int, list[float]] = {0: [], workers: []}
+        for _ in range(repeat):
+            for w in (0, workers):
+                r = run_once(root, agent, k, n, w)
+                walls[w].append(r["wall"])
+                loops[w].append(r["loop"])
+        ratios = [b / a for a, b in zip(walls[0], walls[workers], strict=True)]
+        bound = -(-trials // (n * workers)) / -(-trials // n)
+        print(f"{n:>4} {statistics.median(walls[0]):>9.2f}s {statistics.median(walls[workers]):>9.2f}s "
+              f"{statistics.median(walls[workers]) / statistics.median(walls[0]):>6.3f} "
+              f"{statistics.median(loops[workers]) / statistics.median(loops[0]):>10.3f} {bound:>10.3f}  "
+              + " ".join(f"{x:.3f}" for x in ratios), flush=True)
 
 
 if __name__ == "__main__":

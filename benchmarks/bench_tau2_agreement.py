@@ -20,6 +20,14 @@ import reads (the row never had it), and is compared as absent.
 
 Prints the counts and every disagreement, with its task, list and cause.
 
+``--domain telecom`` (not in ``all``): τ²'s telecom, whose domain file needs the
+dual-control engine (issue 22), is compared at the level of its handlers until then:
+each base task's setup and each list (the gold actions; each agent write dropped; each
+argument of each agent write changed; each user action dropped) replayed through
+``tau2_telecom_handlers`` with its sync after each step, graded on τ²'s basis
+(ENV_ASSERTION: the assertions; ACTION: the gold calls, each by its side), against τ²'s
+reward for the same list, and both final DBs (the carrier's and the phone) against τ²'s.
+
     SANDTABLE_TAU2_PYTHON=/path/to/tau2-venv/bin/python \\
     python benchmarks/bench_tau2_agreement.py --tau2 PATH [--domain airline|retail|all] [--tasks N] [--task-ids A,B]
 
@@ -44,6 +52,7 @@ from typing import Any
 
 from pytest_sandtable.domain.loader import load_domain
 from pytest_sandtable.domain.model import Domain, RefStep, Task
+from pytest_sandtable.engine.handlers import ToolError
 from pytest_sandtable.engine.reference import ReferenceAgent
 from pytest_sandtable.engine.reference_world import reference_world
 from pytest_sandtable.engine.scripted_user import ScriptedUser
@@ -259,13 +268,146 @@ def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
             tally.disagreements.append(f"{where}: final data differs: {'; '.join(diff[:3])}{more}")
 
 
+# -- telecom: the handlers graded on τ²'s basis, until the engine runs dual control ----------------------
+
+TELECOM_READS = ("get_", "check_", "run_", "can_")
+
+
+def telecom_variants(actions: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The gold list; each agent write dropped; each argument of each agent write changed; each
+    user action dropped (the lists of ``tau2_oracle.py --perturb``)."""
+    yield "gold", actions
+    for i, action in enumerate(actions):
+        name = action["name"]
+        if name.startswith(TELECOM_READS):
+            continue
+        rest = actions[:i] + actions[i + 1:]
+        if action["requestor"] == "user":
+            yield f"drop {i + 1} user {name}", rest
+            continue
+        yield f"drop {i + 1} {name}", rest
+        for key, value in action["arguments"].items():
+            yield f"change {i + 1} {name}.{key}", [*actions[:i], {**action, "arguments": {**action["arguments"],
+                                                   key: _changed(value)}}, *actions[i + 1:]]
+
+
+def telecom_world_text(read: Any) -> str:
+    """Both sides' tables as one `world` (the engine will hold them so), for the handlers alone."""
+    from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
+
+    lines = ["version: 1", "name: telecom-handlers", "policy: Nothing.",
+             'clock: {now: "2025-02-25T12:08:00-05:00"}', "world:"]
+    tables = {**{t: (k, read.data[t]) for t, k in tel.AGENT_TABLES.items()},
+              tel.DEVICE[0]: ("id", [{"id": tel.DEVICE[1], **read.user_data["device"]}]),
+              tel.SURROUNDINGS[0]: ("id", [{"id": tel.SURROUNDINGS[1], **read.user_data["surroundings"]}])}
+    for name, (key, rows) in tables.items():
+        fields = list(dict.fromkeys(f for row in rows for f in row)) or [key]
+        lines += [f"  {name}:", f"    key: {key}", f"    fields: {json.dumps(fields)}", "    rows:"]
+        lines += [f"      - {json.dumps(row, ensure_ascii=False)}" for row in rows]
+    lines += ["tools:", "  - name: noop", "    ops: [{respond: {ok: true}}]", "tasks:",
+              "  - id: t", "    user: {opening: Hello.}", "    reference: [{say: Hello.}]"]
+    return "\n".join(lines) + "\n"
+
+
+def telecom_ours(domain: Domain, task: dict[str, Any], actions: list[dict[str, Any]]) -> tuple[list[str], Any]:
+    """The handlers replaying the task's setup and ``actions`` (τ²'s sync after each step that did not
+    fail), graded on the task's basis: ENV_ASSERTION, every assertion true; ACTION, every gold action
+    made (by its side, its compared args) by a call that succeeded. The kinds that failed, and both DBs."""
+    from pytest_sandtable.engine.handlers import HandlerContext, WorldHandle, _Shared
+    from pytest_sandtable.engine.world import World, seed_for
+    from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
+
+    world = World(seed_for(domain))
+    handle = WorldHandle(world, domain)
+    shared = _Shared(0, domain.clock_now, None)
+    made: list[dict[str, Any]] = []
+
+    def step(name: str, args: dict[str, Any]) -> bool:
+        try:
+            getattr(tel, name)(copy.deepcopy(args), handle, HandlerContext(shared, name, 0))
+        except ToolError:
+            return False
+        tel.sync(handle, HandlerContext(shared, "sync", 0))
+        return True
+
+    for setup in (task.get("initial_state") or {}).get("initialization_actions") or []:
+        step(setup["func_name"], setup["arguments"])
+    for action in actions:
+        if step(action["name"], action["arguments"]):
+            made.append(action)
+    criteria = task["evaluation_criteria"]
+    failed = []
+    if "ENV_ASSERTION" in criteria["reward_basis"]:
+        for check in criteria.get("env_assertions") or []:
+            value = getattr(tel, check["func_name"])(handle, **check["arguments"])
+            if not (value[0] if isinstance(value, tuple) else value):
+                failed.append(f"assert:{check['func_name']}")
+    if "ACTION" in criteria["reward_basis"]:
+        for gold in criteria.get("actions") or []:
+            keys = gold["arguments"].keys() if gold.get("compare_args") is None else gold["compare_args"]
+            if not any(m["name"] == gold["name"] and m["requestor"] == gold["requestor"]
+                       and all(m["arguments"].get(k) == gold["arguments"].get(k) for k in keys) for m in made):
+                failed.append(f"called:{gold['name']}")
+    agent = {t: json.loads(json.dumps(handle.list(t))) for t in tel.AGENT_TABLES}
+    user = {part: {k: v for k, v in json.loads(json.dumps(handle.get(*where))).items() if k != "id"}
+            for part, where in (("device", tel.DEVICE), ("surroundings", tel.SURROUNDINGS))}
+    return failed, (agent, user)
+
+
+def _new_bills(db: dict[str, Any], seed: set[str]) -> dict[str, Any]:
+    text = json.dumps(db)
+    for bill in db["bills"]:
+        if bill["bill_id"] not in seed:
+            text = text.replace(json.dumps(bill["bill_id"]), '"NEW"')
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | None, limit: int | None,
+                    tally: Tally) -> int:
+    from pytest_sandtable.domain.loader import load_domain_text
+    from pytest_sandtable.importer.tau2_telecom import read_telecom
+
+    read = read_telecom(path, split)
+    domain = load_domain_text(telecom_world_text(read))
+    raw = {t["id"]: t for t in json.loads((path / "tasks.json").read_text(encoding="utf-8"))}
+    ids = [t.raw_id for t in read.tasks if wanted is None or t.raw_id in wanted][:limit]
+    plan = [(tid, label, played) for tid in ids for label, played in telecom_variants(
+        [{"name": a["name"], "arguments": a["arguments"], "requestor": a["requestor"]}
+         for a in raw[tid]["evaluation_criteria"].get("actions") or []])]
+    answers = oracle(python, [{"domain": "telecom", "task_id": tid, "actions": played,
+                               "reply": "Done. Is there anything else?"} for tid, _, played in plan])
+    seed = {b["bill_id"] for b in read.data["bills"]}
+    for (tid, label, played), answer in zip(plan, answers):
+        where = f"{tid} [{label}]"
+        if "error" in answer:
+            tally.disagreements.append(f"{where}: τ² oracle: {answer['error']}")
+            continue
+        failed, (agent, user) = telecom_ours(domain, raw[tid], played)
+        tally.lists += 1
+        passed, rewarded = not failed, answer["reward"] == 1.0
+        tally.passed += passed
+        tally.rewarded += rewarded
+        if passed == rewarded:
+            tally.agree += 1
+        else:
+            tally.disagreements.append(f"{where}: ours {'passed' if passed else 'failed ' + ', '.join(failed)}, "
+                                       f"τ² reward {answer['reward']:g} {answer['reward_breakdown']}")
+        if _new_bills(agent, seed) == _new_bills(answer["db"], seed) and user == answer["user_db"]:
+            tally.same_data += 1
+        else:
+            tally.disagreements.append(f"{where}: final data differs")
+    return len(ids)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tau2", type=Path, default=os.environ.get("TAU2_BENCH_PATH"),
                         help="τ²-bench's checkout (default: $TAU2_BENCH_PATH)")
     parser.add_argument("--python", default=os.environ.get("SANDTABLE_TAU2_PYTHON"),
                         help="the Python that has τ² installed (default: $SANDTABLE_TAU2_PYTHON)")
-    parser.add_argument("--domain", choices=[*DOMAINS, "all"], default="all")
+    parser.add_argument("--domain", choices=[*DOMAINS, "telecom", "all"], default="all",
+                        help="all: airline and retail; telecom: its handlers graded on τ²'s basis (until the "
+                        "engine runs dual control)")
     parser.add_argument("--split", default="base")
     parser.add_argument("--tasks", type=int, default=None, help="the first N tasks of each domain (default: all)")
     parser.add_argument("--task-ids", default=None, metavar="A,B,...", help="only these τ² task ids")
@@ -279,6 +421,19 @@ def main() -> int:
         for name in DOMAINS if args.domain == "all" else (args.domain,):
             started = time.perf_counter()
             path = Path(args.tau2) / "data" / "tau2" / "domains" / name
+            if name == "telecom":
+                tally = Tally()
+                count = compare_telecom(args.python, path, args.split, args.task_ids.split(",") if args.task_ids
+                                        else None, args.tasks, tally)
+                print(f"telecom: {count} tasks ({args.split} split), {tally.lists} action lists "
+                      f"({time.perf_counter() - started:.0f} s); the handlers graded on τ²'s basis")
+                print(f"  verdict = τ² reward: {tally.agree}/{tally.lists} "
+                      f"(ours passed {tally.passed}, τ² gave 1.0 to {tally.rewarded})")
+                print(f"  same final data:     {tally.same_data}/{tally.lists}")
+                for line in tally.disagreements:
+                    print(f"  - {line}")
+                status |= bool(tally.disagreements)
+                continue
             tasks = read_domain(path, args.split).tasks
             if args.task_ids:
                 wanted = args.task_ids.split(",")

@@ -45,7 +45,18 @@ Measuring (the figures in benchmarks/README.md)::
 
 replays every task of each domain's default split twice, with its gold actions and
 with a do-nothing agent (no call, a reply that says nothing), and prints the counts of
-reward 1.0. ``--split NAME`` picks another split.
+reward 1.0. ``--split NAME`` picks another split. ::
+
+    $SANDTABLE_TAU2_PYTHON benchmarks/tau2_oracle.py --perturb telecom
+
+replays each task's gold list with one agent write dropped, with one argument of one
+agent write changed, and with one user action dropped (for telecom, whose users act),
+and prints how many of each kind τ² still rewards 1.0 (and which).
+
+A request with ``"probe": [[step, ...], ...]`` instead makes its calls straight on the
+task's environment, without the orchestrator (:func:`probe`): the telecom handler tests
+(tests/test_tau2_telecom_handlers.py) compare each step's text and the two DBs with
+the handlers' own.
 """
 
 from __future__ import annotations
@@ -215,6 +226,60 @@ def replay(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def probe(request: dict[str, Any]) -> dict[str, Any]:
+    """Calls made straight on a task's environment, no orchestrator: for each list of
+    ``probe``, a fresh environment set to the task's ``initial_state`` (τ²'s ``set_state``:
+    its initialization data and actions, each action followed by its ``sync_tools``), then
+    each step through ``Environment.get_response`` (the call, then ``sync_tools`` when it
+    did not raise), as a run makes it. A step is a tool call ``{"name", "arguments",
+    "requestor"}`` or an assertion ``{"assert": func_name, "env_type", "arguments"}`` (its
+    raw value). The answer: per list, each step's ``content`` and ``error`` (or ``value``),
+    and the two DBs after it, dumped as JSON."""
+    from tau2.data_model.message import ToolCall
+    from tau2.data_model.tasks import EnvFunctionCall
+    from tau2.registry import registry
+
+    domain, task_id = str(request.get("domain")), str(request.get("task_id"))
+    task = _task(domain, task_id)
+    if task is None:
+        return {"domain": domain, "task_id": task_id, "error": f"domain {domain!r} has no task {task_id!r}"}
+    make_env = registry.get_env_constructor(domain)
+    out = []
+    for steps in request.get("probe") or [[]]:
+        env = make_env(solo_mode=False)
+        state = task.initial_state
+        if state is not None:
+            env.set_state(state.initialization_data, state.initialization_actions, state.message_history or [])
+        done = []
+        for n, step in enumerate(steps):
+            if "assert" in step:
+                call = EnvFunctionCall(env_type=step.get("env_type", "user"), func_name=step["assert"],
+                                       arguments=dict(step.get("arguments") or {}))
+                try:
+                    done.append({"value": env.run_env_function_call(call)})
+                except Exception as e:
+                    done.append({"raised": f"{type(e).__name__}: {e}"})
+                continue
+            message = env.get_response(ToolCall(id=f"probe_{n}", name=step["name"],
+                                                arguments=dict(step.get("arguments") or {}),
+                                                requestor=step.get("requestor", "assistant")))
+            done.append({"content": message.content, "error": bool(message.error)})
+        out.append({"steps": done, "db": env.tools.db.model_dump(mode="json"),
+                    "user_db": env.user_tools.db.model_dump(mode="json")})
+        _reset_shared_defaults()
+    return {"domain": domain, "task_id": task_id, "probes": out}
+
+
+def _reset_shared_defaults() -> None:
+    """τ²'s ``connect_vpn`` hands the phone the toolkit class's own ``default_vpn_details``
+    object, which ``break_vpn`` then changes in place: every later environment of the process
+    would connect to a poor server. Put it back between probes (a run has one environment)."""
+    from tau2.domains.telecom.user_data_model import PerformanceLevel
+    from tau2.domains.telecom.user_tools import TelecomUserTools
+
+    TelecomUserTools.default_vpn_details.server_performance = PerformanceLevel.EXCELLENT
+
+
 def _tool_name(messages: list[Any], call_id: str) -> str | None:
     for message in messages:
         for call in getattr(message, "tool_calls", None) or []:
@@ -254,21 +319,88 @@ def measure(domains: list[str], split: str | None) -> int:
     return 0
 
 
+READS = ("get_", "check_", "run_", "can_")
+ANSWER_ONLY = ("calculate", "think")
+
+
+def _changed(value: Any) -> Any:
+    """One argument changed the way a slip changes it (as benchmarks/bench_tau2_agreement.py does)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value[:-1] + ("1" if value[-1:] != "1" else "2") if value else "x"
+    return value
+
+
+def perturbed(actions: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The gold list with one agent write dropped, one argument of one agent write changed,
+    one user action dropped: each a (kind, list)."""
+    out = []
+    for i, action in enumerate(actions):
+        if action["name"].startswith(READS) or action["name"] in ANSWER_ONLY:
+            continue
+        rest = actions[:i] + actions[i + 1:]
+        if action.get("requestor", "assistant") == "user":
+            out.append(("user action dropped", rest))
+            continue
+        out.append(("agent write dropped", rest))
+        for key in action.get("arguments") or {}:
+            args = {**action["arguments"], key: _changed(action["arguments"][key])}
+            out.append(("agent argument changed", [*actions[:i], {**action, "arguments": args}, *actions[i + 1:]]))
+    return out
+
+
+def measure_perturbed(domain: str, split: str | None) -> int:
+    """τ²'s rewards for every perturbed gold list of the split: how many lists of each kind,
+    and how many τ² still rewards 1.0 (a perturbation its grading does not see)."""
+    from tau2.registry import registry
+
+    name = split or DEFAULT_SPLIT.get(domain)
+    tasks = registry.get_tasks_loader(domain)(name)
+    started = time.perf_counter()
+    counts: dict[str, list[int]] = {}
+    unseen: list[str] = []
+    for task in tasks:
+        for kind, actions in perturbed(gold_actions(task)):
+            got = replay({"domain": domain, "task_id": task.id, "actions": actions, "reply": gold_reply(task)})
+            tally = counts.setdefault(kind, [0, 0])
+            tally[0] += 1
+            tally[1] += got["reward"] == 1.0
+            if got["reward"] == 1.0:
+                unseen.append(f"{kind}: {task.id}")
+    took = time.perf_counter() - started
+    print(f"{domain} ({name} split, {len(tasks)} tasks, {took:.0f} s): perturbed gold lists, τ²'s reward 1.0")
+    for kind, (lists, ones) in counts.items():
+        print(f"  {kind}: {ones}/{lists} lists still reward 1.0")
+    for line in unseen:
+        print(f"  - still 1.0: {line}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--measure", nargs="+", metavar="DOMAIN", help="replay every task's gold actions and "
                         "a do-nothing agent, print the counts")
+    parser.add_argument("--perturb", metavar="DOMAIN", help="replay every gold list with one write dropped, one "
+                        "argument changed, one user action dropped; print how many τ² still rewards 1.0")
     parser.add_argument("--split", default=None, help="the task split for --measure (default: τ²'s own per domain)")
     args = parser.parse_args()
     _quiet()
     if args.measure:
         return measure(args.measure, args.split)
+    if args.perturb:
+        return measure_perturbed(args.perturb, args.split)
     try:
         request = json.load(sys.stdin)
     except json.JSONDecodeError as e:
         print(f"error: stdin: not valid JSON: {e}", file=sys.stderr)
         return 2
-    answer = [replay(r) for r in request] if isinstance(request, list) else replay(request)
+    def answer_one(r: dict[str, Any]) -> dict[str, Any]:
+        return probe(r) if "probe" in r else replay(r)
+
+    answer = [answer_one(r) for r in request] if isinstance(request, list) else answer_one(request)
     json.dump(answer, sys.stdout)
     sys.stdout.write("\n")
     return 0

@@ -75,7 +75,7 @@ def test_every_field_of_results_json(pytester: pytest.Pytester, shop: Path, monk
     doc = only_results(pytester.path)
     jsonschema.Draft202012Validator(results_schema()).validate(doc)  # read_results did too; say it plainly
 
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     assert doc["writer"] == {"name": "pytest-sandtable", "version": __version__, "command": "pytest"}
     run = doc["run"]
     assert run["domains"] == [
@@ -403,7 +403,7 @@ def _good() -> dict[str, Any]:
                                       "column 26"),
         ([1, 2], "expected a JSON object at the top, got list"),
         ({"trials": []}, "no schema_version: this is not a pytest-sandtable results.json"),
-        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.5'"),
+        ({"schema_version": 1}, "schema_version 1 is not MAJOR.MINOR, e.g. '1.6'"),
         ({"schema_version": "2.0", "writer": {"name": "pytest-sandtable", "version": "9.0.0"}},
          f"written with results schema 2.0 by pytest-sandtable 9.0.0; this pytest-sandtable ({__version__}) reads "
          "schema 1.x only: upgrade pytest-sandtable to read it"),
@@ -420,7 +420,7 @@ def test_a_missing_file_and_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match=r"results\.json: no such file$"):
         read_results(tmp_path)  # a folder means its results.json
     write_run(_good(), tmp_path)
-    assert read_results(tmp_path)["schema_version"] == "1.5"
+    assert read_results(tmp_path)["schema_version"] == "1.6"
 
 
 def test_schema_problems_name_the_field(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import time
@@ -55,6 +56,8 @@ def the_entry(folder: Path, domain_file: Path) -> Path:
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_a_cached_domain_is_the_domain_the_loader_builds(tmp_path: Path, example: Path) -> None:
     path = padded(example, tmp_path / "sandtable.yaml")
+    for module in example.parent.glob("*_handlers.py"):  # the handlers a domain names (device_desk)
+        shutil.copy(module, tmp_path / module.name)
     store = tmp_path / "cache"
     built = cache.load_domain_cached(path, store)  # a miss: built, then stored
     the_entry(store, path)

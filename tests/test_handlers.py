@@ -589,3 +589,85 @@ def test_a_cached_domain_whose_handler_no_longer_imports_errors_its_trials(
         f"domains/shop/sandtable.yaml:{line}:14: tools[0].handler: unknown function 'refund' in module "
         "'shop_handlers'; did you mean 'refund_order'?"
     ]
+
+
+# ----------------------------------------------------------- the reference world, once per task
+
+STAMPS = '''\
+CALLS = []
+
+
+def close(args, world, ctx):
+    CALLS.append(("close", args["order_id"]))
+    world.update("orders", args["order_id"], {"status": "closed"})
+    return {"closed": args["order_id"]}
+
+
+def stamp(args, world, ctx):
+    CALLS.append(("stamp", args["order_id"]))
+    world.update("orders", args["order_id"], {"stamp": ctx.random.randint(1, 10**9)})
+    return {"stamped": args["order_id"]}
+'''
+
+STAMP_DOMAIN = """\
+version: 1
+name: stamps
+world:
+  orders:
+    key: order_id
+    rows: [{ order_id: O1, status: open }]
+tools:
+  - name: close
+    params: { order_id: { type: string } }
+    handler: h_stamps:close
+  - name: stamp
+    params: { order_id: { type: string } }
+    handler: h_stamps:stamp
+tasks:
+  - id: close-o1
+    user: { opening: Close O1. }
+    expect: { world_matches_reference: true }
+    reference: [{ call: close, args: { order_id: O1 } }, { say: Closed. }]
+  - id: stamp-o1
+    user: { opening: Stamp O1. }
+    expect: { world_matches_reference: true }
+    reference: [{ call: stamp, args: { order_id: O1 } }, { say: Stamped. }]
+"""
+
+
+@pytest.mark.parametrize(("task", "calls"), [("close-o1", 3 + 1), ("stamp-o1", 3 + 3)])
+def test_the_reference_world_is_replayed_once_unless_a_handler_read_the_seed(
+    tmp_path: Path, task: str, calls: int
+) -> None:
+    """A task whose reference replay read neither ``ctx.seed`` nor ``ctx.random`` has one
+    reference world for every trial: replayed once (then 3 trials call the handler 3 times
+    and the replay once). One that read the seed is replayed for each trial's seed, so each
+    trial matches its own (a world kept from seed 1 would differ from seed 2's stamp)."""
+    (tmp_path / "h_stamps.py").write_text(STAMPS, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(STAMP_DOMAIN, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+    steps = next(t for t in domain.tasks if t.id == task).reference
+    results = [st.run_trial(domain, task, st.ReferenceAgent(steps), st.ScriptedUser(), trial=i, k=3)
+               for i in (1, 2, 3)]
+    assert [r.passed for r in results] == [True, True, True]
+    assert len(sys.modules["h_stamps"].CALLS) == calls
+
+
+def test_a_reference_after_a_seeded_setup_continues_the_trials_draws(tmp_path: Path) -> None:
+    """The reference world starts as the trial did, its setup's draws from ``ctx.random``
+    included: the reference's own draws come after them, as the agent's calls' do."""
+    handlers = STAMPS + '''
+
+def deal(args, world, ctx):
+    world.update("orders", "O1", {"dealt": ctx.random.randint(1, 10**9)})
+'''
+    domain_text = STAMP_DOMAIN.replace(
+        "  - id: stamp-o1\n",
+        "  - id: stamp-o1\n    setup: [{ handler: 'h_stamps:deal' }]\n")
+    (tmp_path / "h_stamps.py").write_text(handlers, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(domain_text, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+    steps = next(t for t in domain.tasks if t.id == "stamp-o1").reference
+    results = [st.run_trial(domain, "stamp-o1", st.ReferenceAgent(steps), st.ScriptedUser(), trial=i, k=2)
+               for i in (1, 2)]
+    assert [(r.passed, [c.detail for c in r.checks if not c.passed]) for r in results] == [(True, []), (True, [])]

@@ -274,7 +274,7 @@ def test_unknown_key_with_did_you_mean() -> None:
 def test_unknown_key_without_a_close_match_lists_the_allowed_keys() -> None:
     assert problems(DOMAIN + "faults: []\n") == [
         "sandtable.yaml:112:1: faults: unknown key 'faults'; expected one of: "
-        "version, name, description, policy, tags, world, tools, invariants, judge, tasks, clock"
+        "version, name, description, policy, tags, world, tools, invariants, judge, tasks, clock, user_world, ..."
     ]
 
 

@@ -59,7 +59,7 @@ def test_a_run_mutates_its_tasks(pytester: pytest.Pytester, workers: str | None)
     assert cov < lines.index(HEADLINE) < next(i for i, line in enumerate(lines)
                                               if line.startswith("sandtable: results in"))
     doc = only_results(pytester.path)  # checked against the schema
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     mutation = doc["mutation"]
     assert mutation["totals"] == {"killed": 16, "survived": 3, "equivalent": 5, "accepted": 0, "invalid": 0,
                                   "generated": 24, "score": 16 / 19, "weak_tasks": 1}

@@ -110,14 +110,14 @@ def test_a_trial_line_that_is_not_utf8(tmp_path: Path) -> None:
 
 def test_a_file_of_another_major_is_refused(tmp_path: Path) -> None:
     file = make_run(tmp_path) / "results.json"
-    file.write_text(file.read_text(encoding="utf-8").replace('"schema_version": "1.5"', '"schema_version": "2.0"', 1),
+    file.write_text(file.read_text(encoding="utf-8").replace('"schema_version": "1.6"', '"schema_version": "2.0"', 1),
                     encoding="utf-8")
     assert "written with results schema 2.0 by pytest-sandtable" in the_error(file)
 
 
 def test_a_newer_minor_with_a_new_trial_field_is_still_read_a_trial_at_a_time(tmp_path: Path) -> None:
     file = make_run(tmp_path) / "results.json"
-    text = file.read_text(encoding="utf-8").replace('"schema_version": "1.5"', '"schema_version": "1.99"', 1)
+    text = file.read_text(encoding="utf-8").replace('"schema_version": "1.6"', '"schema_version": "1.99"', 1)
     file.write_text(text.replace('{"domain":"desk",', '{"domain":"desk","mood":"fine",'), encoding="utf-8")
     stored, whole = stored_as_read(file)
     with stored:

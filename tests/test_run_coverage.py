@@ -72,7 +72,7 @@ def test_a_run_shows_its_policy_coverage_per_domain(pytester: pytest.Pytester, w
     # in the sandtable section, before where the files went
     assert lines.index(LINE) < next(i for i, line in enumerate(lines) if line.startswith("sandtable: results in"))
     doc = only_results(pytester.path)  # read_results checks it against the schema
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     [cov] = doc["coverage"]
     assert {k: cov[k] for k in ("domain", "path", "trials", "levels")} == {
         "domain": "desk", "path": "desk.sandtable.yaml", "trials": 2,

@@ -154,11 +154,12 @@ def test_a_folder_that_is_not_a_tau2_domain(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_telecom_and_banking_wait_for_the_users_side(tmp_path: Path) -> None:
-    (tmp_path / "telecom").mkdir()
-    _fails(cli("import", "tau2", "telecom", "-o", "out", cwd=tmp_path),
-           "telecom: τ² domain 'telecom' cannot be imported yet: its user has tools and a device of its own "
-           "(dual control), which sandtable domains cannot say yet; importable: airline, retail")
+def test_banking_waits_for_hidden_tools_and_retrieval(tmp_path: Path) -> None:
+    (tmp_path / "banking_knowledge").mkdir()
+    _fails(cli("import", "tau2", "banking_knowledge", "-o", "out", cwd=tmp_path),
+           "banking_knowledge: τ² domain 'banking_knowledge' cannot be imported yet: its agent unlocks hidden tools "
+           "and searches a knowledge base, which sandtable domains cannot say yet; importable: airline, retail, "
+           "telecom")
 
 
 def test_a_task_file_that_does_not_parse(repo_copy: Path, tmp_path: Path) -> None:

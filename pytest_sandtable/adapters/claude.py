@@ -377,9 +377,12 @@ class ClaudeAgent:
     async def __call__(self, turn: Turn) -> str:
         st: dict[str, Any] = turn.state.setdefault("claude", {"messages": [], "seen": 0})
         history: list[dict[str, Any]] = st["messages"]
+        prefix = st["seen"] == 0  # (issue 22) the first turn: an agent message now is a task's history
         for m in turn.messages[st["seen"]:]:
             if m["role"] == "user":
                 _append(history, "user", [{"type": "text", "text": m["content"] or "(no message)"}])
+            elif prefix and m["role"] == "assistant" and m["content"]:
+                _append(history, "assistant", [{"type": "text", "text": m["content"]}])
         st["seen"] = len(turn.messages) + 1  # + the reply this turn ends with
         params: dict[str, Any] = {}
         system = agent_system_prompt(turn, st)

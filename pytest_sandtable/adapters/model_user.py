@@ -15,13 +15,22 @@ closing message with text still gets one last agent turn (the trial loop does th
 Roles are flipped for the user model: in ``UserTurn.messages`` the role ``user`` is the
 simulated user itself and ``assistant`` the agent under test, so the agent's lines are
 sent as ``user`` and the simulated user's own earlier lines as ``assistant``.
+
+Dual control (issue 22 A): in a domain with ``user_tools`` the user model gets them as
+tools (``UserTurn.tools``). It acts one call at a time, as τ²-bench's users do: each
+call runs through ``UserTurn.call`` and its result goes back to the model; a second
+call in the same response is not run and is answered :data:`ONE_AT_A_TIME`. After
+:data:`~pytest_sandtable.domain.model.MAX_USER_CALLS_PER_TURN` calls in a turn, further
+calls are answered :data:`NO_MORE_ACTIONS` until the model writes its message.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+from ..domain.model import MAX_USER_CALLS_PER_TURN
 from ..engine.api import UserError, UserReply, UserTurn
 from .options import AdapterOptions
 
@@ -32,6 +41,11 @@ START = "[You are now connected to the agent. Write your first message to them.]
 TRANSFERRED = ("[The agent has transferred your call to a human colleague. Write a short closing line, "
                "then end with ###HANDED_OFF###.]")
 SILENT = "[The agent said nothing.]"
+ONE_AT_A_TIME = "Not done: one action at a time. Make one tool call, see its result, then the next."
+NO_MORE_ACTIONS = (f"Not done: at most {MAX_USER_CALLS_PER_TURN} actions before you answer. Write your "
+                   "message to the agent now.")
+# the model calls of one user turn: its actions, and a few answers of NO_MORE_ACTIONS
+_MAX_USER_STEPS = MAX_USER_CALLS_PER_TURN + 3
 
 
 def user_system_prompt(turn: UserTurn) -> str:
@@ -56,7 +70,23 @@ def user_system_prompt(turn: UserTurn) -> str:
         "###HANDED_OFF### - the agent transferred you to a human colleague.\n"
         "Do not use these signals otherwise.",
     ]
+    if turn.tools:  # dual control: the user's own tools, and what it did with them in earlier turns
+        parts.append(_tools_part(turn))
     return "\n\n".join(parts)
+
+
+def _tools_part(turn: UserTurn) -> str:
+    """How the user acts on its own device, and the actions it took so far (the model
+    gets only the text of earlier turns)."""
+    text = ("Your own device: the tools you are given act on it (only you can use them; the agent cannot). "
+            "When the agent asks you to check or change something on it, do it with a tool, one action at a "
+            "time, then tell the agent what you see. Do not act unless it helps your goal.")
+    done = [c for c in turn.calls if c.get("by") == "user"]
+    if done:
+        lines = [f"- {c['tool']}({json.dumps(c['args'], ensure_ascii=False)}) -> "
+                 f"{json.dumps(c['result'] if c['ok'] else c['error'], ensure_ascii=False)}" for c in done[-20:]]
+        text += "\nWhat you did on it so far, oldest first:\n" + "\n".join(lines)
+    return text
 
 
 def user_messages(turn: UserTurn) -> list[dict[str, str]]:
@@ -121,7 +151,27 @@ class ClaudeUser(_ModelUser):
         return f"ClaudeUser(model={self.model!r})"
 
     async def __call__(self, turn: UserTurn) -> UserReply:
-        msg = await self._api.create(turn.usage, system=user_system_prompt(turn), messages=user_messages(turn))
+        messages: list[dict[str, Any]] = list(user_messages(turn))
+        params: dict[str, Any] = {"system": user_system_prompt(turn)}
+        if turn.tools:  # dual control: the user's own tools, one call at a time
+            params["tools"] = [t.anthropic() for t in turn.tools]
+        acted = 0
+        for _ in range(_MAX_USER_STEPS):
+            msg = await self._api.create(turn.usage, messages=messages, **params)
+            uses = [b for b in msg.content if b.type == "tool_use"] if turn.tools else []
+            if not uses:
+                break
+            messages.append({"role": "assistant",
+                             "content": [b.to_dict(mode="json", warnings=False) for b in msg.content]})
+            results: list[dict[str, Any]] = []
+            for i, b in enumerate(uses):
+                content, ok = _act(turn, b.name, b.input, i, acted)
+                acted += i == 0 and acted < MAX_USER_CALLS_PER_TURN
+                results.append({"type": "tool_result", "tool_use_id": b.id, "content": content,
+                                **({} if ok else {"is_error": True})})
+            messages.append({"role": "user", "content": results})
+        else:
+            raise UserError(f"{self._api.label}: no message after {_MAX_USER_STEPS} model calls in one turn")
         text = "".join(b.text for b in msg.content if b.type == "text")
         if msg.stop_reason == "refusal" and not text.strip():
             raise UserError(f"{self._api.label}: the model refused to play the user (stop_reason 'refusal')")
@@ -146,9 +196,37 @@ class OpenAIUser(_ModelUser):
         return f"OpenAIUser(model={self.model!r}, base_url={self._api.base_url!r})"
 
     async def __call__(self, turn: UserTurn) -> UserReply:
-        from .openai import message_text
+        from .openai import message_text, tool_arguments, tool_calls
 
         messages: list[dict[str, Any]] = [{"role": "system", "content": user_system_prompt(turn)}]
         messages.extend(user_messages(turn))
-        choice = await self._api.complete(turn.usage, self._api.payload(messages, turn.trial.seed))
+        extra: dict[str, Any] = {}
+        if turn.tools:  # dual control: the user's own tools, one call at a time
+            extra["tools"] = [t.openai() for t in turn.tools]
+        ids: dict[str, Any] = {}
+        acted = 0
+        for _ in range(_MAX_USER_STEPS):
+            choice = await self._api.complete(turn.usage, self._api.payload(messages, turn.trial.seed, **extra))
+            calls = tool_calls(choice["message"], ids) if turn.tools else []
+            if not calls:
+                break
+            messages.append({"role": "assistant", "content": message_text(choice["message"]) or None,
+                             "tool_calls": calls})
+            for i, c in enumerate(calls):
+                content, _ = _act(turn, c["function"]["name"], tool_arguments(c["function"]["arguments"]), i, acted)
+                acted += i == 0 and acted < MAX_USER_CALLS_PER_TURN
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": content})
+        else:
+            raise UserError(f"{self._api.label}: no message after {_MAX_USER_STEPS} model calls in one turn")
         return self._finish(message_text(choice["message"]), self._api.label, choice.get("finish_reason") == "length")
+
+
+def _act(turn: UserTurn, name: str, args: Any, i: int, acted: int) -> tuple[str, bool]:
+    """The answer to the ``i``-th tool call of one model response, ``acted`` calls into the
+    turn: the first is run (unless the turn's calls are used up); a second one is not."""
+    if i > 0:
+        return ONE_AT_A_TIME, False
+    if acted >= MAX_USER_CALLS_PER_TURN:
+        return NO_MORE_ACTIONS, False
+    r = turn.call(name, args)
+    return r.to_json(), r.ok

@@ -408,9 +408,12 @@ class OpenAIAgent:
         system = agent_system_prompt(turn, st)
         if not history and system:
             history.append({"role": "system", "content": system})
+        prefix = st["seen"] == 0  # (issue 22) the first turn: an agent message now is a task's history
         for m in turn.messages[st["seen"]:]:
             if m["role"] == "user":
                 history.append({"role": "user", "content": m["content"]})
+            elif prefix and m["role"] == "assistant":
+                history.append({"role": "assistant", "content": m["content"]})
         st["seen"] = len(turn.messages) + 1
         extra: dict[str, Any] = {}
         if turn.tools:

@@ -22,6 +22,13 @@ A request is kept as ``{"method", "path", "body"}``: the URL's path and its quer
 without credentials or values named like secrets, never the host or a header, and
 the body as parsed JSON; keys are written sorted, so a file changes only where a
 conversation changed. A response is ``{"status", "content_type", "body"}``.
+
+A request matches a recorded one when both are equal once their volatile parts are
+left out (:class:`Volatile`): the fields a client fills anew on every run (the
+Anthropic Messages ``metadata.user_id`` the Claude Code CLI sends with its session id)
+and the lines it writes about the machine and the day. The recording keeps the request
+as it was sent; only the comparison leaves those parts out. :data:`VOLATILE` is the
+built-in set, and a run adds its own (the ini's ``sandtable_record_ignore``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import contextlib
 import contextvars
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -59,6 +67,127 @@ or answers by changing the request (as it may for 400, 404 and 422)."""
 Scrub = Callable[[Any], Any]
 """Replaces secrets in a JSON value (the plugin passes report.safe's secret handling)."""
 
+_DROPPED: Any = object()
+
+
+@dataclass(frozen=True)
+class Volatile:
+    """A part of a request body that request matching leaves out.
+
+    ``path``: the place in the body, keys joined by dots (``metadata.user_id``), where
+    ``*`` is any one key or list index and ``**`` any number of them (``**.text``: every
+    ``text`` field, however deep). Without ``pattern`` the value there is left out
+    whole; with one, each match of it in the strings there is (replaced by ``~``).
+    ``endpoint``: applies only to requests whose URL path ends so (``/messages``); ``""``
+    to every request. ``why``: what the rule is for, for the docs and messages."""
+
+    path: str
+    pattern: re.Pattern[str] | None = None
+    endpoint: str = ""
+    why: str = ""
+
+    @classmethod
+    def parse(cls, line: str) -> Volatile:
+        """A rule as the ini's ``sandtable_record_ignore`` gives it: ``PATH`` or
+        ``PATH ~ REGEX``. Raises ValueError with what is wrong."""
+        path, sep, regex = (part.strip() for part in line.partition("~"))
+        if not path:
+            raise ValueError(f"{line.strip()!r}: expected PATH or PATH ~ REGEX (e.g. metadata.user_id)")
+        if any(not seg for seg in path.split(".")):
+            raise ValueError(f"{path!r}: an empty key in the path (keys are joined by single dots)")
+        if sep and not regex:
+            raise ValueError(f"{line.strip()!r}: nothing after '~' (expected a regular expression)")
+        try:
+            pattern = re.compile(regex) if sep else None
+        except re.error as e:
+            raise ValueError(f"{regex!r}: not a regular expression ({e})") from None
+        return cls(path, pattern)
+
+    def applies(self, path: str) -> bool:
+        return not self.endpoint or path.split("?", 1)[0].endswith(self.endpoint)
+
+    def apply(self, body: Any) -> Any:
+        """``body`` without this part (a copy where it changed; ``body`` itself elsewhere)."""
+        out = _leave_out(body, self.path.split("."), self.pattern)
+        return None if out is _DROPPED else out
+
+
+def _leave_out(value: Any, segs: list[str], pattern: re.Pattern[str] | None) -> Any:
+    if not segs:
+        if pattern is None:
+            return _DROPPED
+        return _blank(value, pattern)
+    head, rest = segs[0], segs[1:]
+    if head == "**":
+        value = _leave_out(value, rest, pattern)  # zero keys
+        if value is _DROPPED:
+            return value
+        return _each(value, lambda v: _leave_out(v, segs, pattern), None)
+    return _each(value, lambda v: _leave_out(v, rest, pattern), head)
+
+
+def _each(value: Any, inner: Callable[[Any], Any], key: str | None) -> Any:
+    """``inner`` applied to the children of ``value`` named ``key`` (``*`` or None: all)."""
+    every = key is None or key == "*"
+    if isinstance(value, dict):
+        out: dict[str, Any] | None = None
+        for k, v in value.items():
+            if every or k == key:
+                got = inner(v)
+                if got is not v:
+                    out = dict(value) if out is None else out
+                    if got is _DROPPED:
+                        del out[k]
+                    else:
+                        out[k] = got
+        return value if out is None else out
+    if isinstance(value, list):
+        items: list[Any] | None = None
+        for i, v in enumerate(value):
+            if every or key == str(i):
+                got = inner(v)
+                if got is not v:
+                    items = list(value) if items is None else items
+                    items[i] = None if got is _DROPPED else got
+        return value if items is None else items
+    return value
+
+
+def _blank(value: Any, pattern: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        out = pattern.sub("~", value)
+        return value if out == value else out
+    return value
+
+
+VOLATILE = (
+    Volatile("metadata.user_id", endpoint="/messages",
+             why="the Anthropic Messages request's opaque user id: the Claude Code CLI (and so the Claude Agent "
+                 "SDK) sends its device and session ids there, new on every run"),
+    Volatile("**.text", re.compile(r"<system-reminder>\n# Environment\n.*?</system-reminder>", re.DOTALL),
+             endpoint="/messages",
+             why="the Claude Code CLI's environment note: the working directory, platform, shell and OS version "
+                 "of the machine it runs on"),
+    Volatile("**.text", re.compile(r"Today's date is \d{4}-\d{2}-\d{2}\."), endpoint="/messages",
+             why="the Claude Code CLI's note of the day's date"),
+)
+"""What request matching leaves out of every request, whatever the run adds."""
+
+
+def matching_key(request: Mapping[str, Any], rules: tuple[Volatile, ...]) -> str:
+    """The key two requests match by: the stored request (``method``, ``path``, ``body``)
+    without the parts ``rules`` leave out, as canonical JSON."""
+    return _canonical(_matched(request, rules))
+
+
+def _matched(request: Mapping[str, Any], rules: tuple[Volatile, ...]) -> Any:
+    body = request.get("body")
+    path = str(request.get("path", ""))
+    for rule in rules:
+        if rule.applies(path):
+            body = rule.apply(body)
+    return {**request, "body": body}
+
 
 class RecordingError(Exception):
     """A recording file that cannot be used (unreadable, not JSON, the wrong shape, of
@@ -70,12 +199,14 @@ class RecordingError(Exception):
 class Settings:
     """How this run records: ``mode`` (one of :data:`MODES`), ``folder`` (None: a
     ``cassettes`` folder beside each domain file), ``shown_from`` (paths in messages are
-    relative to it), ``scrub`` (secrets out of everything stored)."""
+    relative to it), ``scrub`` (secrets out of everything stored), ``volatile`` (what
+    request matching leaves out: :data:`VOLATILE` and the run's own rules)."""
 
     mode: str
     folder: Path | None = None
     shown_from: Path | None = None
     scrub: Scrub = field(default=lambda v: v, repr=False, compare=False)
+    volatile: tuple[Volatile, ...] = VOLATILE
 
     def file_for(self, domain: str, domain_file: Path, task: str) -> Path:
         """``<folder>/<domain>/<task>.json``."""
@@ -230,6 +361,7 @@ class Tape:
         self.trial = trial
         self.old = old
         self._unused = list(old or [])
+        self._keys: list[str | None] = [None] * len(self._unused)  # each unused one's matching key, when made
         self.new: list[dict[str, Any]] = []
         self.replayed = 0
         self.live = 0
@@ -248,7 +380,11 @@ class Tape:
 
     def _take(self, key: str) -> dict[str, Any] | None:
         for i, entry in enumerate(self._unused):
-            if _canonical(entry["request"]) == key:
+            have = self._keys[i]
+            if have is None:
+                have = self._keys[i] = matching_key(entry["request"], self.settings.volatile)
+            if have == key:
+                self._keys.pop(i)
                 return self._unused.pop(i)
         return None
 
@@ -259,7 +395,7 @@ class Tape:
         stored_request = self.settings.scrub(_without(
             {"method": request.method, "path": _public_path(request.url), "body": _body(await request.aread())},
             secrets))
-        key = _canonical(stored_request)
+        key = matching_key(stored_request, self.settings.volatile)
         hit = self._take(key) if self.settings.mode != "all" else None
         if hit is not None:
             self.replayed += 1
@@ -297,8 +433,8 @@ class Tape:
         n = self.replayed + 1
         why = f"model call {n} differs from the recording"
         if n <= len(self.old):
-            recorded = self.old[n - 1]["request"]
-            parts = _differing_parts(recorded, request)
+            rules = self.settings.volatile
+            parts = _differing_parts(_matched(self.old[n - 1]["request"], rules), _matched(request, rules))
             if parts:
                 why += " in " + ", ".join(repr(p) for p in parts)
         else:

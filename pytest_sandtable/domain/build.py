@@ -14,16 +14,19 @@ from .model import (
     DEFAULT_MAX_TURNS,
     MISSING,
     Accept,
+    Assertion,
     CallMatcher,
     Check,
     Domain,
     Expect,
+    HistoryMessage,
     Invariant,
     Op,
     Param,
     Pos,
     RefStep,
     ScriptLine,
+    SetupStep,
     StateExpectation,
     Table,
     Task,
@@ -36,7 +39,7 @@ from .yaml_reader import Document
 _INVARIANT_COMMON = ("id", "kind", "soft", "source", "description", "pending")
 # The conditions of a script line's `when` that may be one name or text or a list of them
 # (the model keeps a list).
-_LISTED_CONDITIONS = ("reply_includes", "called", "not_called")
+_LISTED_CONDITIONS = ("reply_includes", "called", "not_called", "result_includes", "user_called", "user_not_called")
 
 
 def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
@@ -58,6 +61,9 @@ def build(doc: Document, fields: Mapping[str, Mapping[str, None]]) -> Domain:
         tags={tag: _tag_description(d) for tag, d in data.get("tags", {}).items()},
         shared_tags={tag for tag, d in data.get("tags", {}).items() if isinstance(d, dict) and d.get("shared")},
         judge=judging.build_criteria(data.get("judge", {}), doc.pos, ("judge",)),
+        # dual control (issue 22 A): the caller's world and tools
+        user_tables=_tables(data.get("user_world", {}), fields),
+        user_tools={t["name"]: _tool(t, doc.pos(("user_tools", i))) for i, t in enumerate(data.get("user_tools", []))},
     )
     handlers.attach(domain, data)  # `handler` and `clock` (docs/handlers.md)
     return domain
@@ -195,6 +201,8 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             not_called=[_matcher(m) for m in expect.get("not_called", [])],
             reply_includes=list(expect.get("reply_includes", [])),
             world_matches_reference=bool(expect.get("world_matches_reference", False)),
+            asserts=_assertions(doc, i, expect.get("assert", [])),  # issue 22, part B
+            basis=tuple(expect["basis"]) if "basis" in expect else None,
         ),
         reference=[
             RefStep(call=s.get("call"), args=dict(s.get("args", {})), say=s.get("say")) for s in t.get("reference", [])
@@ -209,6 +217,8 @@ def _task(doc: Document, i: int, t: dict[str, Any]) -> Task:
             for j, a in enumerate(t.get("accept", []))
         ),
         judge=judging.build_criteria(t.get("judge", {}), doc.pos, ("tasks", i, "judge")),
+        **_mid_way(doc, i, t),  # issue 22, part B
+        user_given=[_op(op) for op in t.get("user_given", [])],  # dual control (issue 22 A)
     )
 
 
@@ -219,6 +229,9 @@ def _script_line(line: str | dict[str, Any], pos: Pos | None) -> ScriptLine:
     when = line.get("when")
     if when is not None:
         when = {k: [v] if k in _LISTED_CONDITIONS and isinstance(v, str) else v for k, v in when.items()}
+    if "call" in line:  # dual control (issue 22 A): a call line
+        return ScriptLine(say="", when=when, end=line.get("end", False), pos=pos, call=line["call"],
+                          args=dict(line.get("args", {})))
     return ScriptLine(say=line["say"], when=when, end=line.get("end", False), pos=pos)
 
 
@@ -245,4 +258,38 @@ def _state(entries: list[dict[str, Any]]) -> list[StateExpectation]:
 def _matcher(m: str | dict[str, Any]) -> CallMatcher:
     if isinstance(m, str):
         return CallMatcher(tool=m)
-    return CallMatcher(tool=m["tool"], args=m.get("args"))
+    return CallMatcher(tool=m["tool"], args=m.get("args"), by=m.get("by", "agent"))
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+
+
+def _assertions(doc: Document, i: int, entries: list[Any]) -> list[Assertion]:
+    out = []
+    for j, entry in enumerate(entries):
+        pos = doc.pos(("tasks", i, "expect", "assert", j))
+        if isinstance(entry, str):
+            out.append(Assertion(function=entry, pos=pos))
+        else:
+            out.append(Assertion(function=entry["function"], args=dict(entry.get("args", {})), id=entry.get("id"),
+                                 pos=pos))
+    return out
+
+
+def _mid_way(doc: Document, i: int, t: dict[str, Any]) -> dict[str, Any]:
+    """A task's `setup`, `history`, `solo` and `ticket`, as Task's keyword arguments."""
+    setup = [
+        SetupStep(call=s.get("call"), args=dict(s.get("args", {})), by=s.get("by", "agent"), handler=s.get("handler"),
+                  pos=doc.pos(("tasks", i, "setup", j)))
+        for j, s in enumerate(t.get("setup", []))
+    ]
+    history = [
+        HistoryMessage(
+            role=m["role"],
+            say=m["say"],
+            calls=tuple(RefStep(call=c["call"], args=dict(c.get("args", {}))) for c in m.get("calls", [])),
+            pos=doc.pos(("tasks", i, "history", j)),
+        )
+        for j, m in enumerate(t.get("history", []))
+    ]
+    return {"setup": setup, "history": history, "solo": bool(t.get("solo", False)), "ticket": t.get("ticket")}

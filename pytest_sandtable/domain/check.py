@@ -69,10 +69,13 @@ def check(doc: Document) -> tuple[list[Problem], Fields]:
         return [], {}
     c = _Checker(doc)
     _world(c)
+    _user_world(c)  # dual control (issue 22 A)
     _writes(c)
     _tools(c)
+    _user_tools(c)  # dual control (issue 22 A)
     _invariants(c)
     _tasks(c)
+    _dual_tasks(c)  # dual control (issue 22 A)
     judging.check_domain(c)  # `judge:` criteria (docs/judges.md)
     _unknown_reads(c)
     c.problems += handler_problems(doc)  # `handler` imports, `clock` times (docs/handlers.md)
@@ -150,6 +153,12 @@ class _Checker:
         self.written: dict[str, dict[str, list[PathTuple]]] = {}
         self.read: dict[str, set[str]] = {}
         self.unknown_reads: dict[tuple[str, str], list[tuple[PathTuple, bool]]] = {}
+        # --- dual control (issue 22 A): the user world's tables, the user tools' params, and
+        # the section (`world` or `user_world`) each table is declared in
+        self.user_tables: set[str] = set()
+        self.user_params: dict[str, dict[str, Any]] = {}
+        self.section: dict[str, str] = {}
+        # --- end dual control
 
     def add(self, path: PathTuple, message: str, *, at_key: bool = False) -> None:
         self.problems.append(self.doc.problem(path, message, at_key=at_key))
@@ -257,6 +266,10 @@ class _Checker:
             return None
         if name in self.params:
             return name
+        if name in self.user_params:  # dual control: a user tool where only the agent's apply
+            self.add(path, f"'{clip(name)}' is a user tool (user_tools), which only the simulated user calls; "
+                           f"{_agent_only(path)}")
+            return None
         self.add(path, unknown("tool", name, list(self.params)))
         return None
 
@@ -396,14 +409,15 @@ def _declare_table(c: _Checker, name: str, t: dict[str, Any]) -> None:
     c.fields[name] = fields
     fmt = t.get("key_format")
     if isinstance(fmt, str) and "{n}" not in fmt:
-        c.add(("world", name, "key_format"), f"found {show(fmt)}, expected a format containing {{n}}, e.g. 'B-{{n}}'")
+        c.add((c.section.get(name, "world"), name, "key_format"),
+              f"found {show(fmt)}, expected a format containing {{n}}, e.g. 'B-{{n}}'")
 
 
 def _seed_rows(c: _Checker, name: str, t: dict[str, Any]) -> None:
     """Each row's fields (checked against a ``fields:`` list, or added to the table's)
     and its key: present, a string or number, and unique. One loop, as a table may
     have 100,000 rows."""
-    path: PathTuple = ("world", name)
+    path: PathTuple = (c.section.get(name, "world"), name)
     fields = c.fields[name]
     key = t.get("key")
     keys: dict[str, int] = {}
@@ -488,12 +502,14 @@ def _written_typo(c: _Checker, table: str, name: str) -> str | None:
 
 def _all_writes(data: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], PathTuple]]:
     """Every create row and update set in the domain: (table, fields, path)."""
-    for i, tool in _items(data.get("tools")):
-        for j, op in _items(_map(tool).get("ops")):
-            yield from _write(op, ("tools", i, "ops", j))
+    for section in ("tools", "user_tools"):  # dual control: the user tools' writes too
+        for i, tool in _items(data.get(section)):
+            for j, op in _items(_map(tool).get("ops")):
+                yield from _write(op, (section, i, "ops", j))
     for i, task in _items(data.get("tasks")):
-        for j, op in _items(_map(task).get("given")):
-            yield from _write(op, ("tasks", i, "given", j))
+        for part in ("given", "user_given"):
+            for j, op in _items(_map(task).get(part)):
+                yield from _write(op, ("tasks", i, part, j))
 
 
 def _write(op: Any, path: PathTuple) -> Iterator[tuple[str, dict[str, Any], PathTuple]]:
@@ -661,7 +677,7 @@ def _seed_kinds(c: _Checker, table: str | None, f: str, path: PathTuple, part: s
         ok = isinstance(v, list) if want == "list" else _NUMBER.fullmatch(str(v).strip()) is not None \
             and not isinstance(v, bool) and isinstance(v, (int, float, str))
         if not ok:
-            line = c.doc.pos(("world", table, "rows", i, f))
+            line = c.doc.pos((c.section.get(table, "world"), table, "rows", i, f))
             at = f" (line {line.line})" if line else ""
             c.add(path, f"`{part}` needs a {want} field, but '{clip(f)}' of table {clip(table)} "
                         f"holds {show(v)} in a seed row{at}", at_key=True)
@@ -863,6 +879,7 @@ def _tasks(c: _Checker) -> None:
         _reference_world(c, task, path)
         faults.check_task(c, task, path)
         _accept(c, task.get("accept"), (*path, "accept"))
+        _mid_way(c, task, path)  # issue 22, part B
 
 
 def _accept(c: _Checker, entries: Any, path: PathTuple) -> None:
@@ -982,6 +999,19 @@ def _expect(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
             mpath = (*path, part, j)
             if isinstance(matcher, str):
                 c.tool(matcher, mpath)
+            elif isinstance(matcher, dict) and matcher.get("by") == "user":  # the user's own calls
+                name = matcher.get("tool")
+                if isinstance(name, str) and name not in c.user_params:
+                    tools = ", ".join(clip(n) for n in list(c.user_params)[:12])
+                    c.add((*mpath, "tool"), (f"'{clip(name)}' is an agent tool; a `by: user` matcher names one of "
+                                             f"the user tools (user_tools): {tools}" if name in c.params and tools
+                                             else f"'{clip(name)}' is an agent tool; a `by: user` matcher names a "
+                                             "user tool, and this domain declares none (the top-level user_tools)"
+                                             if name in c.params else
+                                             unknown("user tool", name, list(c.user_params))))
+                elif isinstance(name, str):
+                    with _user_tools_as_tools(c):
+                        c.param_keys(name, matcher.get("args"), (*mpath, "args"), call=False)
             elif isinstance(matcher, dict):
                 tool = c.tool(matcher.get("tool"), (*mpath, "tool"))
                 c.param_keys(tool, matcher.get("args"), (*mpath, "args"), call=False)
@@ -1064,3 +1094,266 @@ def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
         items = _map(schema.get("items"))
         return [_coerce(v, items) for v in value]
     return value
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# `expect.assert` ids, `expect.basis`, `setup`, `history`, `solo` and `ticket`. (Whether an
+# assertion's or a setup handler's function imports, and takes its arguments, is
+# domain/handlers.py's check, with the tools' handlers.)
+
+# which keys of `expect` each basis kind stands for
+_BASIS_KEYS = {
+    "state": ("state", "world_matches_reference"),
+    "called": ("called",),
+    "not_called": ("not_called",),
+    "reply": ("reply_includes",),
+    "assert": ("assert",),
+}
+
+
+def _mid_way(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
+    expect = _map(task.get("expect"))
+    _assert_ids(c, expect.get("assert"), (*path, "expect", "assert"))
+    _basis(c, expect, (*path, "expect"))
+    for j, step in _items(task.get("setup")):
+        step = _map(step)
+        spath = (*path, "setup", j)
+        if step.get("by") == "user" and "call" in step:  # a user tool, on the user's world
+            name = step["call"]
+            if isinstance(name, str) and name in c.params:
+                tools = ", ".join(clip(n) for n in list(c.user_params)[:12])
+                c.add((*spath, "call"), f"'{clip(name)}' is an agent tool; a `by: user` setup step calls one of "
+                                        f"the user tools (user_tools): {tools}" if tools else
+                                        f"'{clip(name)}' is an agent tool; a `by: user` setup step calls a user "
+                                        f"tool, and this domain declares none (the top-level user_tools)")
+            elif isinstance(name, str) and name not in c.user_params:
+                c.add((*spath, "call"), unknown("user tool", name, list(c.user_params),
+                                                hint="declare it in the top-level user_tools"))
+            elif isinstance(name, str):
+                with _user_tools_as_tools(c):
+                    _step(c, {k: v for k, v in step.items() if k in ("call", "args")}, spath)
+            continue
+        if "call" in step:
+            _step(c, {k: v for k, v in step.items() if k in ("call", "args")}, spath)
+        elif "handler" in step and "by" in step:
+            c.add((*spath, "by"), "'by' is for a setup `call`; a `handler` step is a function over the world",
+                  at_key=True)
+    for j, message in _items(task.get("history")):
+        message = _map(message)
+        mpath = (*path, "history", j)
+        calls = message.get("calls")
+        if calls is not None and message.get("role") == "user":
+            c.add((*mpath, "calls"), "only the agent's messages have `calls` (the user's tools are not in this "
+                                     "domain's history)", at_key=True)
+            continue
+        for k, call in _items(calls):
+            _step(c, _map(call), (*mpath, "calls", k))
+    _solo(c, task, path)
+
+
+def _assert_ids(c: _Checker, entries: Any, path: PathTuple) -> None:
+    first_at: dict[str, int] = {}
+    for j, entry in _items(entries):
+        aid = _map(entry).get("id")
+        if not isinstance(aid, str):
+            continue
+        if aid in first_at:
+            first = c.line_of((*path, first_at[aid]))
+            c.add((*path, j, "id"), f"duplicate assert id '{clip(aid)}' in this task{first}")
+        else:
+            first_at[aid] = j
+
+
+def _basis(c: _Checker, expect: dict[str, Any], path: PathTuple) -> None:
+    """Each kind the basis names is one the task expects something of (an unknown kind is
+    the schema's problem, with its did-you-mean)."""
+    for j, kind in _items(expect.get("basis")):
+        keys = _BASIS_KEYS.get(kind) if isinstance(kind, str) else None
+        if keys is None:
+            continue
+        if not any(expect.get(k) for k in keys):
+            c.add((*path, "basis", j), f"basis names `{kind}` but the task has no `{keys[0]}`"
+                                       + (" (nor world_matches_reference)" if kind == "state" else ""))
+
+
+def _solo(c: _Checker, task: dict[str, Any], path: PathTuple) -> None:
+    """A solo task has a ticket and no simulated user to speak; a ticket is for a solo task."""
+    if task.get("solo") is not True:
+        if "ticket" in task:
+            c.add((*path, "ticket"), "'ticket' is for a solo task: add `solo: true` (the agent then works from the "
+                                     "ticket alone), or give the user an opening", at_key=True)
+        return
+    if "ticket" not in task:
+        c.add((*path, "solo"), "a solo task needs `ticket`: the agent's first message, what it works from",
+              at_key=True)
+    user = _map(task.get("user"))
+    for key in ("opening", "script", "say_unknown"):
+        if key in user:
+            c.add((*path, "user", key), f"a solo task has no simulated user, so no user.{key}: the agent works "
+                                        "from the ticket alone", at_key=True)
+    if "history" in task:
+        c.add((*path, "history"), "a solo task starts from its ticket, not from a conversation: drop `history` "
+                                  "or `solo`", at_key=True)
+
+# --------------------------------------------------------------------------- dual control (issue 22 A)
+# The caller's own world (`user_world`), the tools only the simulated user calls
+# (`user_tools`) and a task's `user_given` (docs/spec.md, "The caller's world"): the two
+# sides' tables and tools are named apart, and each side's tools see only its own tables.
+
+
+def _agent_only(path: PathTuple) -> str:
+    """What to write where a user tool is named and only an agent tool may be."""
+    if path[:1] == ("invariants",):
+        return "invariants apply to the agent's tools only"
+    if "when" in path:
+        return "for the user's own calls write user_called / user_not_called"
+    return "name one of the agent's tools here"
+
+
+def _user_world(c: _Checker) -> None:
+    """Declares the user world's tables (each name unused by `world`) and checks their rows."""
+    for name, t in _map(c.data.get("user_world")).items():
+        if not isinstance(t, dict):
+            continue
+        if name in c.tables:
+            c.add(("user_world", name), f"table {clip(name)} is also a table of `world`{c.line_of(('world', name))}; "
+                                        "a table name is unique across world and user_world", at_key=True)
+            continue
+        c.section[name] = "user_world"
+        c.user_tables.add(name)
+        _declare_table(c, name, t)
+        _seed_rows(c, name, t)
+
+
+def _user_tools(c: _Checker) -> None:
+    """Declares the user tools' params (each name unused by `tools`), then checks each tool
+    as a tool, and that every tool's ops and checks name tables of its own side."""
+    tools = _items(c.data.get("user_tools"))
+    first_at: dict[str, int] = {}
+    agent_at = {_map(t).get("name"): i for i, t in reversed(_items(c.data.get("tools")))}
+    for i, t in tools:
+        name = _map(t).get("name")
+        if not isinstance(name, str):
+            continue
+        if name in agent_at:
+            c.add(("user_tools", i, "name"), f"tool name '{clip(name)}' is also a tool of `tools`"
+                                             f"{c.line_of(('tools', agent_at[name]))}; a tool name is unique "
+                                             "across tools and user_tools")
+        elif not c.repeated("user_tools", i, "name", name, first_at):
+            c.user_params[name] = _map(t.get("params"))
+    for i, t in tools:
+        t = _map(t)
+        name = t.get("name")
+        if isinstance(name, str) and first_at.get(name) == i and name in c.user_params:
+            with _user_tools_as_tools(c):
+                _tool(c, name, t, ("user_tools", i))
+    for section in ("tools", "user_tools"):
+        for i, t in _items(c.data.get(section)):
+            _tool_sides(c, _map(t), (section, i), user=section == "user_tools")
+
+
+class _user_tools_as_tools:
+    """While it holds, the user tools are tools to the checker (their params, `$name`
+    references and call arguments are checked as any tool's)."""
+
+    def __init__(self, c: _Checker) -> None:
+        self.c = c
+        self.added: list[str] = []
+
+    def __enter__(self) -> None:
+        for name, params in self.c.user_params.items():
+            if name not in self.c.params:
+                self.c.params[name] = params
+                self.added.append(name)
+
+    def __exit__(self, *exc: object) -> None:
+        for name in self.added:
+            del self.c.params[name]
+
+
+def _side_problem(c: _Checker, table: Any, path: PathTuple, who: str, *, user: bool) -> None:
+    """``table`` (at ``path``) must be a table of the side ``user`` says; ``who`` words
+    what names it (``user tool 'x'``, ``user_given``)."""
+    if not isinstance(table, str) or table not in c.tables:
+        return  # unknown tables are reported where they are read
+    if user and table not in c.user_tables:
+        c.add(path, f"{who}: table {clip(table)} belongs to the agent's world; "
+                    f"{'a user tool sees' if who.startswith('user tool') else 'it writes'} only `user_world`")
+    elif not user and table in c.user_tables:
+        c.add(path, f"{who}: table {clip(table)} belongs to the user's world (user_world); "
+                    f"{'an agent tool sees' if who.startswith('tool') else 'it writes'} only `world`")
+
+
+def _tool_sides(c: _Checker, t: dict[str, Any], path: PathTuple, *, user: bool) -> None:
+    name = t.get("name")
+    who = f"{'user tool' if user else 'tool'} '{clip(str(name))}'"
+    for j, entry in _items(t.get("checks")):
+        for kind in ("require", "forbid"):
+            target = _map(_map(entry).get(kind))
+            _side_problem(c, target.get("table"), (*path, "checks", j, kind, "table"), who, user=user)
+    for j, op in _items(t.get("ops")):
+        single = _single_op(op)
+        if single is not None and single[0] != "respond":
+            kind, spec = single
+            _side_problem(c, _map(spec).get("table"), (*path, "ops", j, kind, "table"), who, user=user)
+
+
+def _dual_tasks(c: _Checker) -> None:
+    """Each task's `user_given` (on user tables), its `given` (on agent tables) and its
+    script's call lines and conditions on the user's calls."""
+    for i, task in _items(c.data.get("tasks")):
+        if not isinstance(task, dict):
+            continue
+        path: PathTuple = ("tasks", i)
+        _given(c, task.get("user_given"), (*path, "user_given"))
+        for part in ("given", "user_given"):
+            for j, op in _items(task.get(part)):
+                single = _single_op(op, ("create", "update"))
+                if single is not None:
+                    _side_problem(c, _map(single[1]).get("table"), (*path, part, j, single[0], "table"), part,
+                                  user=part == "user_given")
+        for j, line in _items(_map(task.get("user")).get("script")):
+            if isinstance(line, dict):
+                _script_line(c, line, (*path, "user", "script", j))
+
+
+def _script_line(c: _Checker, line: dict[str, Any], path: PathTuple) -> None:
+    """A line says (`say`) or calls a user tool (`call`, with valid `args`); its `when`
+    may test the user's own calls and results."""
+    if "say" in line and "call" in line:
+        c.add(path, "a script line says or calls, not both: give `say` (what the user says) or `call` "
+                    "(a user tool the user calls)")
+    elif "say" not in line and "call" not in line:
+        c.add(path, "a script line needs `say` (what the user says) or `call` (a user tool the user calls)"
+              if c.user_params else "missing required key 'say'")
+    elif "say" in line and "args" in line:
+        c.add((*path, "args"), "'args' needs 'call'", at_key=True)
+    elif "call" in line:
+        name = line["call"]
+        if isinstance(name, str) and name not in c.user_params:
+            if name in c.params:
+                tools = ", ".join(clip(n) for n in list(c.user_params)[:12]) or "none"
+                c.add((*path, "call"), f"'{clip(name)}' is an agent tool; a script line calls one of the user tools "
+                                       f"(user_tools): {tools}")
+            else:
+                c.add((*path, "call"), unknown("user tool", name, list(c.user_params),
+                                               hint="declare it in the top-level user_tools"))
+        elif isinstance(name, str):
+            with _user_tools_as_tools(c):
+                _step(c, {k: v for k, v in line.items() if k in ("call", "args")}, path)
+    when = _map(line.get("when"))
+    wpath = (*path, "when")
+    for part in ("user_called", "user_not_called"):
+        names = when.get(part)
+        for k, name in _items(names) if isinstance(names, list) else [(None, names)]:
+            at = (*wpath, part) if k is None else (*wpath, part, k)
+            if not isinstance(name, str) or name in c.user_params:
+                continue
+            if name in c.params:
+                c.add(at, f"'{clip(name)}' is an agent tool; `{part}` names user tools (for the agent's calls "
+                          f"write {part.removeprefix('user_')})")
+            else:
+                c.add(at, unknown("user tool", name, list(c.user_params)))
+    pattern = when.get("result_matches")
+    if isinstance(pattern, str):
+        c.pattern(pattern, (*wpath, "result_matches"))

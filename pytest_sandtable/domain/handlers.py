@@ -127,11 +127,11 @@ def resolve_handler(spec: str, folder: str | None) -> Callable[..., Any]:
     return fn
 
 
-def _resolve(spec: str, folder: str | None) -> Callable[..., Any]:
+def _resolve(spec: str, folder: str | None, noun: str = "handler") -> Callable[..., Any]:
     if not _SPEC.match(spec):
         raise HandlerImportError(f"expected module:function, such as my_handlers:refund, got {show(spec)}")
     mod_name, _, attr = spec.partition(":")
-    module = _import(mod_name, spec, folder)
+    module = _import(mod_name, spec, folder, noun)
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -139,8 +139,9 @@ def _resolve(spec: str, folder: str | None) -> Callable[..., Any]:
             raise HandlerImportError(unknown("function", part, sorted(known), f"in module '{clip(mod_name)}'"))
         obj = getattr(obj, part)
     if not callable(obj):
-        raise HandlerImportError(f"handler '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
-    _check_signature(obj, spec)
+        raise HandlerImportError(f"{noun} '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
+    if noun == "handler":
+        _check_signature(obj, spec)
     return obj  # type: ignore[no-any-return]
 
 
@@ -165,7 +166,7 @@ def _check_signature(fn: Callable[..., Any], spec: str) -> None:
         ) from None
 
 
-def _import(mod_name: str, spec: str, folder: str | None) -> Any:
+def _import(mod_name: str, spec: str, folder: str | None, noun: str = "handler") -> Any:
     """Import ``mod_name`` with ``folder`` first on ``sys.path`` while it imports (the
     folder is not left there: what a handler module imports, it imports at its top).
     When another domain folder's handler module of the same name is imported (an edited
@@ -188,18 +189,18 @@ def _import(mod_name: str, spec: str, folder: str | None) -> Any:
     except SyntaxError as e:
         where = f" ({_shown_path(e.filename or '?', folder)}, line {e.lineno})" if e.lineno else ""
         raise HandlerImportError(
-            f"module '{clip(mod_name)}' of handler '{clip(spec)}' has a syntax error: {e.msg}{where}"
+            f"module '{clip(mod_name)}' of {noun} '{clip(spec)}' has a syntax error: {e.msg}{where}"
         ) from None
     except ModuleNotFoundError as e:
         if e.name is not None and (mod_name == e.name or mod_name.startswith(e.name + ".")):
             looked = f"the domain file's folder {folder}, then sys.path" if folder else "sys.path"
             raise HandlerImportError(
-                f"cannot import module '{clip(mod_name)}' of handler '{clip(spec)}': no module named "
+                f"cannot import module '{clip(mod_name)}' of {noun} '{clip(spec)}': no module named "
                 f"'{clip(e.name)}' (looked in {looked})"
             ) from None
-        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder)) from None
+        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder, noun)) from None
     except Exception as e:
-        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder)) from None
+        raise HandlerImportError(_raised_on_import(e, mod_name, spec, folder, noun)) from None
     finally:
         if added:
             with suppress(ValueError):  # the module took it off itself
@@ -263,7 +264,7 @@ def _check_not_shadowed(top: str, mod_name: str, folder: str | None) -> None:
     )
 
 
-def _raised_on_import(e: BaseException, mod_name: str, spec: str, folder: str | None) -> str:
+def _raised_on_import(e: BaseException, mod_name: str, spec: str, folder: str | None, noun: str = "handler") -> str:
     """``importing module 'm' of handler 'm:f' raised KeyError: 'x' (m.py, line 3)``."""
     frames = traceback.extract_tb(e.__traceback__)
     last = frames[-1] if frames else None
@@ -273,7 +274,7 @@ def _raised_on_import(e: BaseException, mod_name: str, spec: str, folder: str | 
     except Exception:
         message = "(its message could not be read)"
     text = f"{type(e).__name__}: {message}" if message else type(e).__name__
-    return f"importing module '{clip(mod_name)}' of handler '{clip(spec)}' raised {clip(text, 300)}{where}"
+    return f"importing module '{clip(mod_name)}' of {noun} '{clip(spec)}' raised {clip(text, 300)}{where}"
 
 
 def _shown_path(path: str, folder: str | None) -> str:
@@ -293,6 +294,10 @@ def attach(domain: Domain, data: dict[str, Any]) -> None:
     for t in data.get("tools", []):
         if "handler" in t:
             domain.tools[t["name"]].handler = t["handler"]
+    for t in data.get("user_tools", []):  # dual control (issue 22 A)
+        if "handler" in t:
+            domain.user_tools[t["name"]].handler = t["handler"]
+    domain.sync = data.get("sync")
     domain.clock_now = _clock_text(data)
     for task, t in zip(domain.tasks, data.get("tasks", [])):
         task.clock_now = _clock_text(t)
@@ -317,14 +322,62 @@ def handler_problems(doc: Document) -> list[Problem]:
             resolve_handler(spec, folder)
         except HandlerImportError as e:
             problems.append(doc.problem(path, str(e)))
+    problems += [doc.problem(path, msg) for path, msg in _task_function_problems(data, folder)]  # issue 22, part B
+    sync = data.get("sync")  # dual control (issue 22 A)
+    if isinstance(sync, str) and sync:
+        try:
+            resolve_sync(sync, folder)
+        except HandlerImportError as e:
+            problems.append(doc.problem(("sync",), str(e)))
     return problems
 
 
 def _handlers(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
-    tools = data.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):
-        if isinstance(tool, dict) and isinstance(tool.get("handler"), str) and tool["handler"]:
-            yield ("tools", i, "handler"), tool["handler"]
+    for section in ("tools", "user_tools"):  # dual control: the user tools' handlers too
+        tools = data.get(section)
+        for i, tool in enumerate(tools if isinstance(tools, list) else []):
+            if isinstance(tool, dict) and isinstance(tool.get("handler"), str) and tool["handler"]:
+                yield (section, i, "handler"), tool["handler"]
+
+
+# --------------------------------------------------------------------------- dual control (issue 22 A)
+
+SYNC_ARGS = ("world", "ctx")
+_SYNCS: dict[tuple[str | None, str], Callable[..., Any]] = {}
+
+
+def resolve_sync(spec: str, folder: str | None) -> Callable[..., Any]:
+    """The ``sync: module:function`` hook, imported as a handler is (``folder`` first),
+    called as ``fn(world, ctx)``; cached per process. Raises :class:`HandlerImportError`."""
+    hit = _SYNCS.get((folder, spec))
+    if hit is not None:
+        return hit
+    if not _SPEC.match(spec):
+        raise HandlerImportError(f"expected module:function, such as device_handlers:sync, got {show(spec)}")
+    mod_name, _, attr = spec.partition(":")
+    with _LOCK:
+        obj: Any = _import(mod_name, spec, folder)
+        for part in attr.split("."):
+            if not hasattr(obj, part):
+                known = [n for n, v in vars(obj).items() if callable(v) and not n.startswith("_")]
+                raise HandlerImportError(unknown("function", part, sorted(known), f"in module '{clip(mod_name)}'"))
+            obj = getattr(obj, part)
+    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is an async function; sync is called synchronously, "
+                                 "so make it a plain def")
+    if not callable(obj):
+        raise HandlerImportError(f"sync '{clip(spec)}' is {type(obj).__name__} {show(obj)}, expected a function")
+    try:
+        inspect.signature(obj).bind(None, None)
+    except TypeError:
+        raise HandlerImportError(
+            f"sync '{clip(spec)}' takes {clip(str(inspect.signature(obj)))}, expected a function called as "
+            f"function({', '.join(SYNC_ARGS)})"
+        ) from None
+    except ValueError:  # no signature to read
+        pass
+    _SYNCS[(folder, spec)] = obj
+    return obj  # type: ignore[no-any-return]
 
 
 def _clock_problems(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
@@ -337,3 +390,82 @@ def _clock_problems(data: dict[str, Any]) -> Iterator[tuple[PathTuple, str]]:
             message = parse_clock(clock["now"])[1]
             if message is not None:
                 yield (*path, "clock", "now"), message
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# A task's `expect.assert` functions, called `fn(world, **args)`, and its `setup` handlers
+# (the handler contract), imported at load as tools' handlers are.
+
+_RESOLVED_ASSERTIONS: dict[tuple[str | None, str], Callable[..., Any]] = {}
+
+
+def resolve_assertion(spec: str, folder: str | None) -> Callable[..., Any]:
+    """The function an ``expect.assert`` entry names, imported as a handler is (the domain
+    file's folder first); cached per process. Raises :class:`HandlerImportError`."""
+    hit = _RESOLVED_ASSERTIONS.get((folder, spec))
+    if hit is not None:
+        return hit
+    with _LOCK:
+        fn = _resolve(spec, folder, "assertion")
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise HandlerImportError(
+                f"assertion '{clip(spec)}' is an async function; assertions are called synchronously, "
+                "so make it a plain def"
+            )
+        _RESOLVED_ASSERTIONS[(folder, spec)] = fn
+    return fn
+
+
+def assertion_signature_problem(fn: Callable[..., Any], spec: str, args: dict[str, Any]) -> str | None:
+    """Why ``fn`` cannot be called as ``fn(world, **args)``, or None when it can."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have no signature to read
+        return None
+    try:
+        sig.bind(None, **args)
+    except TypeError as e:
+        call = ", ".join(["world", *(f"{k}=..." for k in args)])
+        return f"assertion '{clip(spec)}' takes {clip(str(sig))}, so it cannot be called as function({call}): {e}"
+    return None
+
+
+def assertion_entry(entry: Any) -> tuple[str, dict[str, Any]] | None:
+    """An `assert` entry's function and args (`module:function` or `{function, args}`), or
+    None for an entry of another shape (the schema says what is wrong with it)."""
+    if isinstance(entry, str):
+        return entry, {}
+    if isinstance(entry, dict) and isinstance(entry.get("function"), str):
+        args = entry.get("args", {})
+        return entry["function"], args if isinstance(args, dict) else {}
+    return None
+
+
+def _task_function_problems(data: dict[str, Any], folder: str | None) -> Iterator[tuple[PathTuple, str]]:
+    tasks = data.get("tasks")
+    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if not isinstance(task, dict):
+            continue
+        expect = task.get("expect")
+        entries = expect.get("assert") if isinstance(expect, dict) else None
+        for j, entry in enumerate(entries if isinstance(entries, list) else []):
+            parsed = assertion_entry(entry)
+            if parsed is None or not parsed[0]:
+                continue
+            spec, args = parsed
+            path: PathTuple = ("tasks", i, "expect", "assert", j) + (() if isinstance(entry, str) else ("function",))
+            try:
+                fn = resolve_assertion(spec, folder)
+            except HandlerImportError as e:
+                yield path, str(e)
+                continue
+            why = assertion_signature_problem(fn, spec, args)
+            if why is not None:
+                yield path, why
+        steps = task.get("setup")
+        for j, step in enumerate(steps if isinstance(steps, list) else []):
+            if isinstance(step, dict) and isinstance(step.get("handler"), str) and step["handler"]:
+                try:
+                    resolve_handler(step["handler"], folder)
+                except HandlerImportError as e:
+                    yield ("tasks", i, "setup", j, "handler"), str(e)

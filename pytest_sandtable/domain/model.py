@@ -161,6 +161,11 @@ class Invariant:
 
 # The conditions a script line's `when` may give (docs/spec.md, "A scripted user that reacts").
 SCRIPT_CONDITIONS = ("reply_includes", "reply_matches", "called", "not_called")
+# --- dual control (issue 22 A): the conditions on the simulated user's own tool calls
+USER_SCRIPT_CONDITIONS = ("result_includes", "result_matches", "user_called", "user_not_called")
+# the most call lines a scripted user runs in one of its turns (and calls a model user makes)
+MAX_USER_CALLS_PER_TURN = 8
+# --- end dual control
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,10 @@ class ScriptLine:
     when: dict[str, Any] | None = None
     end: bool = False
     pos: Pos | None = None
+    # --- dual control (issue 22 A): a call line runs this user tool in place of saying `say` ("")
+    call: str | None = None
+    args: dict[str, Any] | None = None
+    # --- end dual control
 
 
 @dataclass
@@ -207,6 +216,9 @@ class StateExpectation:
 class CallMatcher:
     tool: str
     args: dict[str, Any] | None = None  # conditions on the call's arguments
+    # issue 22 (part B): whose calls it matches, "agent" or "user" (a call's log entry
+    # without `by` is the agent's; `setup`, `history` and `sync` entries match neither)
+    by: str = "agent"
 
 
 @dataclass
@@ -218,6 +230,10 @@ class Expect:
     # the final world must equal the world the task's reference calls make (τ-bench's
     # criterion; engine/reference_world.py grades it field by field)
     world_matches_reference: bool = False
+    # issue 22 (part B): code on the final world (`assert`), and the kinds that decide the
+    # verdict (`basis`; None: every kind counts)
+    asserts: list[Assertion] = field(default_factory=list)
+    basis: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -227,6 +243,54 @@ class RefStep:
     call: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     say: str | None = None
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# Tasks that start mid-way (setup, history, solo) and expectations that call code (assert),
+# graded by the kinds a task's `basis` names (docs/spec.md).
+
+# The expectation kinds a task's `basis` may name (`state` covers world_matches_reference).
+BASIS_KINDS = ("state", "called", "not_called", "reply", "assert")
+# Who a called / not_called matcher is about.
+CALLERS = ("agent", "user")
+
+
+@dataclass(frozen=True)
+class Assertion:
+    """An ``expect.assert`` entry: ``function`` (``module:function``, resolved as handlers
+    are) called ``fn(world, **args)`` on the final world through a read-only handle; it
+    returns a bool or ``(bool, message)``. ``id`` names its check (``assert:<id>``)."""
+
+    function: str
+    args: dict[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    pos: Pos | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class SetupStep:
+    """A task's ``setup`` step, run before the first message: a tool call (``call`` and
+    ``args``, by ``by``) or a function (``handler``: ``fn(args, world, ctx)``)."""
+
+    call: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    by: str = "agent"
+    handler: str | None = None
+    pos: Pos | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class HistoryMessage:
+    """A message of a task's ``history`` (the conversation the trial starts from): who
+    said it (``user`` or ``agent``), what, and the agent's tool calls with it."""
+
+    role: str
+    say: str
+    calls: tuple[RefStep, ...] = ()
+    pos: Pos | None = field(default=None, compare=False)
+
+
+# --------------------------------------------------------------------------- end of issue 22, part B
 
 
 # A task's faults (docs/spec.md, "Faults and events"): what a flaky dependency does to a call.
@@ -329,6 +393,14 @@ class Task:
     accept: tuple[Accept, ...] = ()
     # judged criteria of this task, asked besides the domain's (docs/judges.md); never in the verdict
     judge: tuple[Criterion, ...] = ()
+    # issue 22 (part B): where the trial starts from (docs/spec.md, "Setup", "History", "Solo")
+    setup: list[SetupStep] = field(default_factory=list)
+    history: list[HistoryMessage] = field(default_factory=list)
+    solo: bool = False
+    ticket: str | None = None
+    # --- dual control (issue 22 A): changes to the fresh user world, as `given` makes to the world
+    user_given: list[Op] = field(default_factory=list)
+    # --- end dual control
 
 
 @dataclass
@@ -350,6 +422,12 @@ class Domain:
     clock_now: str | None = None
     # judged criteria asked of every task's trials (docs/judges.md); never in a verdict
     judge: tuple[Criterion, ...] = ()
+    # --- dual control (issue 22 A): the caller's own tables and the tools only the simulated
+    # user calls (docs/spec.md, "The caller's world"); `sync` is `module:function` text
+    user_tables: dict[str, Table] = field(default_factory=dict)
+    user_tools: dict[str, Tool] = field(default_factory=dict)
+    sync: str | None = None
+    # --- end dual control
 
     def criteria_for(self, task: Task) -> tuple[Criterion, ...]:
         """The judged criteria of a trial of ``task``: the domain's, then the task's."""

@@ -30,6 +30,8 @@ class ModelRoutes(Protocol):
 
     def env(self) -> dict[str, str]: ...
 
+    def transport(self, kind: str, sync: bool = False, lib: Any = None) -> Any: ...
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -278,6 +280,17 @@ class Turn:
         flight at once would share them."""
         return {} if self._models is None else self._models.env()
 
+    def model_transport(self, kind: str = "openai", *, sync: bool = False, lib: Any = None) -> Any:
+        """With ``--sandtable-model-proxy``, an HTTP transport that sends every request to
+        this trial's route for ``kind`` through the model proxy, whatever URL the client
+        was made with: for a framework that takes an HTTP client but no base URL
+        (``openai.AsyncOpenAI(http_client=openai.DefaultAsyncHttpxClient(transport=...))``).
+        An ``httpx2`` transport (the client library of the openai and anthropic SDKs) when
+        httpx2 is installed, else an ``httpx`` one; ``lib`` names the module to build it on
+        (``lib=httpx`` for a client of plain httpx). ``sync=True`` for a sync client. None
+        without the proxy: the client's own transport then (``transport=None``)."""
+        return None if self._models is None else self._models.transport(kind, sync, lib)
+
     @property
     def now(self) -> datetime | None:
         """The simulated clock, a timezone-aware ``datetime``: the very instant a handler
@@ -364,6 +377,19 @@ class UserTurn:
     lines: list[ScriptLine] = field(default_factory=list)
     say_unknown: str | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    # --- dual control (issue 22 A): the user tools the simulated user may call (empty for a
+    # domain without a user world), and the engine's path for one call (see `call`)
+    tools: list[ToolSpec] = field(default_factory=list)
+    _call: Callable[[str, Any], ToolResult] | None = field(default=None, repr=False)
+
+    def call(self, name: str, args: Any = None) -> ToolResult:
+        """Call one of the user tools (``tools``) against the user's own world: checked and
+        run as an agent's call is, logged in the trial's calls with ``"by": "user"``, the
+        domain's ``sync`` run after it. A name that is not a user tool is a 404 error."""
+        if self._call is None:
+            return ToolResult(False, error=404, message=f"unknown user tool {name!r}; this domain has no user tools")
+        return self._call(name, {} if args is None else args)
+    # --- end dual control
 
 
 UserCallable = Callable[[UserTurn], UserReply | str | Awaitable[UserReply | str]]

@@ -14,11 +14,14 @@ from ..domain.conditions import (
     resolve_where,
     row_matches,
 )
-from ..domain.model import CallMatcher, Expect, StateExpectation
+from ..domain.handlers import HandlerImportError, handler_folder, resolve_assertion
+from ..domain.model import Assertion, CallMatcher, Domain, Expect, StateExpectation
 from ..domain.wording import clip
+from .handlers import WorldHandle
+from .invoke import exception_text
 from .kept import KeptPer
 from .results import Check
-from .world import World
+from .world import World, copy_row
 
 # The most characters one differing field takes in a state check's detail: enough to
 # see the value, never a whole document repeated.
@@ -153,8 +156,9 @@ def _matcher_ids(prefix: str, matchers: Sequence[CallMatcher]) -> list[str]:
     seen: dict[str, int] = {}
     ids = []
     for m in matchers:
-        n = seen[m.tool] = seen.get(m.tool, 0) + 1
-        ids.append(f"{prefix}:{m.tool}#{n}" if n > 1 else f"{prefix}:{m.tool}")
+        name = m.tool if m.by == "agent" else f"{m.by}:{m.tool}"  # issue 22: `called:user:<tool>`
+        n = seen[name] = seen.get(name, 0) + 1
+        ids.append(f"{prefix}:{name}#{n}" if n > 1 else f"{prefix}:{name}")
     return ids
 
 
@@ -198,13 +202,120 @@ def grade(expect: Expect, world: World, calls: Sequence[dict[str, Any]], agent_t
     """Every expectation of a task, passed or failed, in the order written."""
     plan = _plan(expect)
     checks = [grade_state(e, world, cid, resolved) for e, cid, resolved in plan.state]
+    by = _Callers(calls) if plan.called or plan.not_called else None  # issue 22: whose calls each matcher reads
     for m, cid, resolved in plan.called:
-        checks.append(grade_called(m, calls, cid, world, resolved))
+        checks.append(_by_user(grade_called(m, by.of(m.by) if by else calls, cid, world, resolved), m))
     for m, cid, resolved in plan.not_called:
-        checks.append(grade_not_called(m, calls, cid, world, resolved))
+        checks.append(_by_user(grade_not_called(m, by.of(m.by) if by else calls, cid, world, resolved), m))
     if plan.replies:
         said = "\n".join(agent_texts).lower()
         for phrase, lowered, cid in plan.replies:
             ok = lowered in said
             checks.append(Check("reply", cid, ok, "" if ok else f"agent never said {format_literal(phrase)}"))
     return checks
+
+
+# --------------------------------------------------------------------------- issue 22, part B
+# Whose calls a matcher reads (`by`), and `expect.assert`: functions on the final world.
+
+
+class _Callers:
+    """A trial's calls by who made them: a log entry without ``by`` is the agent's; ``user``
+    entries the simulated user's; ``setup``, ``history`` and ``sync`` entries nobody's a
+    matcher reads. Split on the first matcher that asks (most logs are the agent's alone)."""
+
+    __slots__ = ("calls", "split")
+
+    def __init__(self, calls: Sequence[dict[str, Any]]) -> None:
+        self.calls = calls
+        self.split: dict[str, list[dict[str, Any]]] | None = None
+
+    def of(self, by: str) -> Sequence[dict[str, Any]]:
+        if self.split is None:
+            if by == "agent" and not any("by" in c for c in self.calls):
+                return self.calls
+            self.split = {"agent": [], "user": []}
+            for c in self.calls:
+                who = c.get("by", "agent")
+                if who in self.split:
+                    self.split[who].append(c)
+        return self.split.get(by, ())
+
+
+def _by_user(check: Check, m: CallMatcher) -> Check:
+    """A failed check of a ``by: user`` matcher says it was about the user's calls."""
+    if m.by != "agent" and not check.passed:
+        check.detail = f"{check.detail} (the {m.by}'s calls)"
+    return check
+
+
+class DomainAssertionError(Exception):
+    """An ``expect.assert`` function raised, wrote to the world, or returned something
+    other than a bool or ``(bool, message)``: the domain's fault, which errors the trial."""
+
+
+def assertion_ids(asserts: Sequence[Assertion]) -> list[str]:
+    """``assert:<id>``, or ``assert:<function>`` (the name after the colon), ``#2`` for a repeat."""
+    seen: dict[str, int] = {}
+    ids = []
+    for a in asserts:
+        name = a.id if a.id is not None else a.function.rpartition(":")[2]
+        n = seen[name] = seen.get(name, 0) + 1
+        ids.append(f"assert:{name}#{n}" if n > 1 else f"assert:{name}")
+    return ids
+
+
+def read_only_handle(world: World, domain: Domain) -> tuple[WorldHandle, list[str]]:
+    """A :class:`WorldHandle` over ``world`` whose writes raise; with the list of the writes
+    tried (an assertion that catches the error still errors its trial). It reads both
+    sides' tables: the agent's world and, with dual control, the user's."""
+    handle = WorldHandle(world, domain, tables={**domain.tables, **domain.user_tables} if domain.user_tables else None)
+    tried: list[str] = []
+
+    def refuse(call: str) -> Any:
+        def write(*args: Any, **kwargs: Any) -> Any:
+            tried.append(call)
+            raise PermissionError(f"{call}: an assertion reads the world (get, list); it may not change it")
+
+        write.__name__ = write.__qualname__ = call.partition(".")[2]
+        return write
+
+    handle.create, handle.update, handle.delete = refuse("world.create"), refuse("world.update"), refuse("world.delete")
+    return handle, tried
+
+
+def grade_asserts(domain: Domain, expect: Expect, world: World) -> list[Check]:
+    """Each ``expect.assert`` function called ``fn(world, **args)`` on the final world with
+    a read-only handle. Raises :class:`DomainAssertionError` for the domain's faults."""
+    if not expect.asserts:
+        return []
+    folder = handler_folder(domain.path)
+    handle, tried = read_only_handle(world, domain)
+    checks = []
+    for a, cid in zip(expect.asserts, assertion_ids(expect.asserts)):
+        try:
+            fn = resolve_assertion(a.function, folder)
+        except HandlerImportError as e:
+            raise DomainAssertionError(f"assertion {a.function} could not be loaded: {e}") from None
+        try:
+            value = fn(handle, **copy_row(a.args))
+        except Exception as e:
+            if tried:
+                raise DomainAssertionError(f"assertion {a.function} tried to change the world ({tried[0]})") from None
+            raise DomainAssertionError(f"assertion {a.function} raised {exception_text(e)}") from None
+        if tried:
+            raise DomainAssertionError(f"assertion {a.function} tried to change the world ({tried[0]})")
+        checks.append(_assertion_check(a, cid, value))
+    return checks
+
+
+def _assertion_check(a: Assertion, cid: str, value: Any) -> Check:
+    if type(value) is bool:
+        return Check("assert", cid, value, "" if value else f"{a.function} returned False")
+    if (isinstance(value, tuple) and len(value) == 2 and type(value[0]) is bool
+            and isinstance(value[1], str)):
+        ok, message = value
+        return Check("assert", cid, ok, "" if ok else (clip(message, 2000) or f"{a.function} returned False"))
+    raise DomainAssertionError(
+        f"assertion {a.function} returned {clip(format_literal(value), 200)}, expected True, False or (bool, message)"
+    )

@@ -34,7 +34,7 @@ from typing import Any, cast
 
 from ..domain.conditions import format_value
 from ..domain.handlers import HandlerImportError, clock_now, handler_folder, resolve_handler
-from ..domain.model import Domain, Task, Tool
+from ..domain.model import Domain, Table, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
 from .invoke import Deadline, EngineStop, agent_traceback
@@ -102,16 +102,19 @@ class _Shared:
     ``random.Random`` and the simulated clock (made on first use). Plain values only: a
     handler's ``ctx`` leads to no engine object (see :class:`WorldHandle`)."""
 
-    __slots__ = ("_clock", "_now", "_random", "seed")
+    __slots__ = ("_clock", "_now", "_random", "seed", "seeded")
 
     def __init__(self, seed: int, domain_clock: Any, task_clock: Any) -> None:
         self.seed = seed
         self._clock = (domain_clock, task_clock)
         self._random: random.Random | None = None
         self._now: datetime | None = None
+        # a handler read the seed or the generator: what the calls did may depend on the seed
+        self.seeded = False
 
     @property
     def random(self) -> random.Random:
+        self.seeded = True
         if self._random is None:
             self._random = random.Random(self.seed)
         return self._random
@@ -204,6 +207,7 @@ class HandlerContext:
 
     @property
     def seed(self) -> int:
+        self._shared.seeded = True
         return self._shared.seed
 
     @property
@@ -242,8 +246,11 @@ class WorldHandle:
     update: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
     delete: Callable[[str, Any], dict[str, Any]]
 
-    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None) -> None:
-        tables = domain.tables
+    def __init__(self, world: World, domain: Domain, _over: _Flag | None = None,
+                 tables: Mapping[str, Table] | None = None) -> None:
+        # `tables`: the tables it sees, when not the agent's (dual control: the user tools'
+        # handle sees the user world, the sync hook's both)
+        tables = domain.tables if tables is None else tables
         over = _over if _over is not None else [False]
 
         def open_for(call: str) -> None:

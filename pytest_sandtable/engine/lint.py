@@ -82,6 +82,7 @@ class _TracingUser:
         index, reply = self.user.next_line(turn)
         if index is not None:
             self.said.add(index)
+        self.said.update(turn.state.get("script_said", ()))  # dual control: call lines said on the way
         return reply
 
 
@@ -116,7 +117,7 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
     """What would make this task's score misleading (see the module's docstring)."""
     file = domain.path or "<string>"
     line = task.pos.line if task.pos else 0
-    if not task.user.opening and not task.user.script:
+    if not task.user.opening and not task.user.script and not task.solo:  # (issue 22: a solo task has no user)
         found = [(ERROR, "the scripted user has nothing to say: give user.opening or user.script")]
         return [Finding(level, file, line, task.id, message) for level, message in found]
     user = _TracingUser()

@@ -23,6 +23,7 @@ from ..domain.wording import clip
 from .api import ToolResult
 from .handlers import HandlerBug, HandlerState, run_tool
 from .results import Check
+from .start import run_start
 from .tools import ArgError, coerce_args
 from .world import World, seed_for
 
@@ -45,13 +46,45 @@ def reference_world(
     """A fresh world after the task's ``given`` and its reference's calls (a call that
     fails changes nothing, as in a trial). Each call's result is added to ``results``
     when given (what the agent would have been shown)."""
+    return _replayed(domain, task, seed, apply_given, results)[0]
+
+
+def _replayed(
+    domain: Domain,
+    task: Task,
+    seed: int,
+    apply_given: Callable[[World, Task], None],
+    results: list[ToolResult] | None = None,
+) -> tuple[World, bool]:
+    """:func:`reference_world`, and whether a handler read the seed (``ctx.seed``,
+    ``ctx.random``) on the way: when none did, the world is the same for every seed."""
     world = World(seed_for(domain))
     apply_given(world, task)
     handlers = HandlerState(domain, task, seed)
+    if task.setup or task.history:  # the reference starts where the trial did, on the same seed's draws
+        run_start(domain, task, world, handlers)
     for index, step in enumerate(s for s in task.reference if s.call is not None):
         result = _replay(domain, str(step.call), step.args, world, handlers, index)
         if results is not None:
             results.append(result)
+    return world, handlers.shared.seeded
+
+
+# the reference world of a task whose replay read no seed, made once per process: it is the
+# same for every trial, and replaying it was half of an imported τ-bench trial. Keyed by the
+# task object (kept alive here, so its id is not reused); a domain loaded again (regrade's
+# edited copy) has new task objects. Only read by the grading below, never changed.
+_UNSEEDED: dict[int, tuple[Task, World]] = {}
+_UNSEEDED_MAX = 4096
+
+
+def _wanted(domain: Domain, task: Task, seed: int, apply_given: Callable[[World, Task], None]) -> World:
+    kept = _UNSEEDED.get(id(task))
+    if kept is not None and kept[0] is task:
+        return kept[1]
+    world, seeded = _replayed(domain, task, seed, apply_given)
+    if not seeded and len(_UNSEEDED) < _UNSEEDED_MAX:
+        _UNSEEDED[id(task)] = (task, world)
     return world
 
 
@@ -138,19 +171,15 @@ def grade_world_matches_reference(
     ``apply_given`` is the trial's own (passed in: the trial module imports this one)."""
     if not task.expect.world_matches_reference:
         return []
-    if not any(s.call is not None for s in task.reference):
-        wanted = World(seed_for(domain))
-        apply_given(wanted, task)
-    else:
-        try:
-            wanted = reference_world(domain, task, seed, apply_given)
-        except HandlerBug as e:
-            raise RuntimeError(f"replaying the reference: {e}") from None
+    try:
+        wanted = _wanted(domain, task, seed, apply_given)
+    except HandlerBug as e:
+        raise RuntimeError(f"replaying the reference: {e}") from None
     differing = []
     seen: set[tuple[str, Any]] = set()
     for table, key in _touched(world) + _touched(wanted):
-        if (table, format_value(key)) in seen:
-            continue
+        if (table, format_value(key)) in seen or table in domain.user_tables:
+            continue  # dual control: the reference makes the agent's world; the user's is graded by `state`
         seen.add((table, format_value(key)))
         got, want = world.get(table, key), wanted.get(table, key)
         if got is None and want is None:

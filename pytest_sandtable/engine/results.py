@@ -16,10 +16,13 @@ ERRORED = "errored"
 
 @dataclass
 class Check:
-    kind: str  # invariant | state | called | not_called | reply | runtime
+    kind: str  # invariant | state | called | not_called | reply | assert | runtime
     id: str
     passed: bool
     detail: str = ""
+    # (issue 22) False for an expectation of a kind the task's `basis` leaves out: checked and
+    # shown as "not counted", never in the verdict; results.json has the key only when False
+    counted: bool = True
 
 
 @dataclass
@@ -80,7 +83,13 @@ class TrialResult:
 
     @property
     def failed_checks(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        """The failed checks that count (a check the task's `basis` leaves out never fails it)."""
+        return [c for c in self.checks if not c.passed and c.counted]
+
+    @property
+    def uncounted_failed_checks(self) -> list[Check]:
+        """The failed checks of kinds the task's `basis` leaves out (shown as "not counted")."""
+        return [c for c in self.checks if not c.passed and not c.counted]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-compatible dict. Shallow: it shares the (finished) trial's lists and
@@ -88,7 +97,10 @@ class TrialResult:
         d = dict(vars(self))  # its fields in their order, as __init__ set them...
         if tuple(d) != _FIELDS:  # ...unless something else was set on it: the fields alone
             d = {f: getattr(self, f) for f in _FIELDS}
-        d["checks"] = [dict(c.__dict__) for c in self.checks]
+        d["checks"] = [
+            {"kind": c.kind, "id": c.id, "passed": c.passed, "detail": c.detail} if c.counted else dict(c.__dict__)
+            for c in self.checks
+        ]
         d["violations"] = [dict(v.__dict__) for v in self.violations]
         return d
 

@@ -13,6 +13,14 @@ After each agent reply it says, in this order of preference:
 A line with ``end: true`` ends the conversation after it is said. The first message
 (when the task has no opening) is the first plain line: there is no reply to react
 to yet. A script of plain lines only is said in order, as it always was.
+
+Dual control (issue 22 A): a line may ``call`` a user tool in place of saying something.
+A call line is picked as any line is; the user calls the tool (``turn.call``), keeps its
+result, and picks again, at most :data:`MAX_USER_CALLS_PER_TURN` call lines in one turn,
+until it picks a line that says something (or ``say_unknown``, or the end). The
+conditions ``result_includes`` / ``result_matches`` read the JSON text of the user's last
+tool result, ``user_called`` / ``user_not_called`` the user tools that succeeded;
+``called`` / ``not_called`` are about the agent's calls only.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ..domain.model import ScriptLine
+from ..domain.model import MAX_USER_CALLS_PER_TURN, ScriptLine
 from .api import UserReply, UserTurn
 
 # How often in a row the user says `say_unknown` before it gives up and ends: an agent
@@ -34,9 +42,12 @@ class ScriptError(Exception):
     """The task gives the scripted user nothing to say (a domain bug: the trial errors)."""
 
 
-def holds(when: Mapping[str, Any], reply: str, succeeded: Collection[str]) -> bool:
+def holds(when: Mapping[str, Any], reply: str, succeeded: Collection[str],
+          user_succeeded: Collection[str] = (), result: str = "") -> bool:
     """Whether every condition of a script line's ``when`` holds: ``reply`` is the
-    agent's last reply, ``succeeded`` the tools that have succeeded so far."""
+    agent's last reply, ``succeeded`` the tools that have succeeded so far; for dual
+    control, ``user_succeeded`` the user tools that have and ``result`` the JSON text of
+    the user's last tool result."""
     text = reply.lower()
     for name, want in when.items():
         if name == "reply_includes" and not all(str(w).lower() in text for w in _listed(want)):
@@ -46,6 +57,15 @@ def holds(when: Mapping[str, Any], reply: str, succeeded: Collection[str]) -> bo
         if name == "called" and not all(tool in succeeded for tool in _listed(want)):
             return False
         if name == "not_called" and any(tool in succeeded for tool in _listed(want)):
+            return False
+        # --- dual control: the user's own calls
+        if name == "result_includes" and not all(str(w).lower() in result.lower() for w in _listed(want)):
+            return False
+        if name == "result_matches" and re.search(str(want), result, re.IGNORECASE) is None:
+            return False
+        if name == "user_called" and not all(tool in user_succeeded for tool in _listed(want)):
+            return False
+        if name == "user_not_called" and any(tool in user_succeeded for tool in _listed(want)):
             return False
     return True
 
@@ -79,7 +99,28 @@ class ScriptedUser:
 
     def next_line(self, turn: UserTurn) -> tuple[int | None, UserReply]:
         """The reply, and the index in the script of the line it says (None for the
-        opening, ``say_unknown`` or the end). Remembers what it said in ``turn.state``."""
+        opening, ``say_unknown`` or the end). Remembers what it said in ``turn.state``.
+        Call lines picked on the way are called (dual control), at most
+        :data:`MAX_USER_CALLS_PER_TURN` in the turn."""
+        calls = 0
+        while True:
+            index, reply = self._pick(turn)
+            line = turn.lines[index] if index is not None and turn.lines else None
+            if line is None or line.call is None:
+                return index, reply
+            if calls >= MAX_USER_CALLS_PER_TURN:  # that line waits for the user's next turn
+                turn.state["script_said"].discard(index)
+                return None, UserReply(turn.say_unknown) if turn.say_unknown else UserReply("", "script_end")
+            calls += 1
+            result = turn.call(line.call, dict(line.args or {}))
+            turn.state["script_result"] = result.to_json()
+            if result.ok:  # kept here too: a turn's `calls` may be a copy made before this call
+                turn.state.setdefault("script_user_ok", set()).add(line.call)
+            if line.end:
+                return None, UserReply("", "script_end")
+
+    def _pick(self, turn: UserTurn) -> tuple[int | None, UserReply]:
+        """The next line to say or call, as the module docstring orders them."""
         lines = _lines(turn)
         if not turn.opening and not lines:
             raise ScriptError(f"task {turn.trial.task_id!r} has no user.opening and no user.script to say")
@@ -114,14 +155,17 @@ class ScriptedUser:
         and the calls are read only once such a line waits (a script of plain lines has none)."""
         reply: str | None = None
         succeeded: set[str] = set()
+        user_succeeded: set[str] = set()
         for i, line in enumerate(lines):
             when = line.when
             if when is None or i in said:
                 continue
             if reply is None:
                 reply = next((m["content"] for m in reversed(turn.messages) if m["role"] == "assistant"), "")
-                succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok")}
-            if holds(when, reply, succeeded):
+                succeeded = {str(c.get("tool")) for c in turn.calls if c.get("ok") and "by" not in c}
+                # the user tools this user called that succeeded (dual control: next_line keeps them)
+                user_succeeded = turn.state.get("script_user_ok", user_succeeded)
+            if holds(when, reply, succeeded, user_succeeded, str(turn.state.get("script_result", ""))):
                 return i
         return None
 

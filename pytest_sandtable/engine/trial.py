@@ -32,8 +32,9 @@ from .api import (
     runs_inline,
 )
 from .attribution import attribute
+from .dual import DualBug, UserSide, apply_user_given, split_diff, user_tool_specs
 from .faults import TrialFaults, apply_event, event_entry, fault_error, fault_record
-from .grading import grade
+from .grading import DomainAssertionError, grade, grade_asserts
 from .handlers import HandlerBug, HandlerInterrupted, HandlerState, run_tool
 from .invoke import (
     CrossLoopError,
@@ -53,6 +54,7 @@ from .reference_world import grade_world_matches_reference
 from .results import ERRORED, FAILED, PASSED, Check, TrialResult, Violation
 from .rules import DisclosureScanner, check_call
 from .scripted_user import ScriptedUser
+from .start import StartFailed, run_start
 from .tools import RECORDED_LIMIT, ArgError, clipped_text, coerce_args, recorded_arguments, text_of
 from .world import Conflict, NotFound, World, seed_for
 
@@ -147,7 +149,9 @@ class _Trial:
 
     # slots: every tool call reads and writes several of these
     __slots__ = (
-        "calls", "calls_this_turn", "closed", "conversation", "delay", "domain", "faults", "handed_off",
+        "calls", "calls_this_turn", "closed", "conversation", "delay", "domain",
+        "dual", "dual_error",  # dual control (issue 22 A)
+        "faults", "handed_off",
         "handlers", "info", "lock", "loop_thread", "mcp_url", "models", "owed", "parts", "rules", "scanner", "stop",
         "succeeded", "task", "tool_by_name", "tools", "tools_url", "transcript", "turn", "violations",
         "wait_latency", "world",
@@ -189,6 +193,27 @@ class _Trial:
         self.models: ModelRoutes | None = None  # --sandtable-model-proxy: the trial's routes (Turn._models)
         # the text conversation as agents' APIs see it, kept as the transcript grows
         self.conversation: list[dict[str, str]] = []
+        # --- dual control (issue 22 A): the user side (user tools, sync), made by the trial
+        # for a domain with user tools or a sync hook; the first user-tool or sync failure
+        self.dual: UserSide | None = None
+        self.dual_error: DualBug | None = None
+        # --- end dual control
+
+    def user_call(self, name: str, raw: Any) -> ToolResult:
+        """A simulated user's call of a user tool (``UserTurn.call``), under the trial's lock;
+        a user-tool or sync failure is kept: it errors the trial whatever the user does."""
+        with self.lock:
+            if self.closed:
+                return ToolResult(False, error=410, message="the trial is over")
+            if self.dual is None:
+                return ToolResult(False, error=404, message=f"unknown user tool {text_of(name)!r}; "
+                                                           "this domain has no user tools")
+            try:
+                return self.dual.call(name, raw)
+            except DualBug as e:
+                if self.dual_error is None:
+                    self.dual_error = e
+                raise
 
     def call_tool(self, name: str, raw: Any) -> ToolResult:
         # an abandoned (timed-out) agent thread may still call in: the lock keeps it from
@@ -289,6 +314,11 @@ class _Trial:
         self.transcript.append({"role": "tool", "call": index})
         if n:
             self._events_after(name, n, index)
+        if self.dual is not None and self.dual.sync is not None:  # dual control: sync after the step
+            try:
+                self.dual.after_step()
+            except DualBug as e:
+                raise _DomainBug(str(e)) from None
         return result
 
     def _run_faulted(
@@ -437,6 +467,8 @@ class _Dialogue:
         t = self.t
         closing = False
         opening = t.task.user.opening
+        if t.task.history or t.task.solo:  # issue 22, part B: the trial starts mid-way
+            opening, closing = _mid_way_opening(self, t.task)
         if not opening:
             first = self._inline_user_says() if self.user_inline else _ON_LOOP
             if first is _ON_LOOP:
@@ -449,7 +481,8 @@ class _Dialogue:
                     return
                 self.ended_by, closing = first.stop, True
             opening = first.text
-        t.say("user", opening)
+        if opening is not _AGENT_NEXT:  # (issue 22: a history that ends with the user's message)
+            t.say("user", opening)
         max_turns = t.task.max_turns
         while True:
             # an inline agent's or user's turn runs without a coroutine, unless it needs the loop
@@ -485,6 +518,9 @@ class _Dialogue:
                 r = call_inline(self.user, ut)
             except (asyncio.TimeoutError, TimeoutError):
                 raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
+            if self.t.dual_error is not None:  # dual control: a user tool or sync failed
+                self._dual_failed(self.t.dual_error)
+                return None
             if type(r) is UserReply:
                 return r
             if is_pending(r):
@@ -494,6 +530,11 @@ class _Dialogue:
         except Exception as e:
             self._user_failed(e)
             return None
+
+    def _dual_failed(self, e: Exception) -> None:
+        """Error the trial for a user tool or the sync hook that raised (the domain's fault)."""
+        self.error = str(e)
+        self.ended_by = "domain_error"
 
     async def _user_says(self) -> UserReply | None:
         """The user's next message on the loop (the awaitable an inline user gave, or a
@@ -509,6 +550,9 @@ class _Dialogue:
                     r = await invoke(self.user, ut, self.deadline.left())
             except (asyncio.TimeoutError, TimeoutError):
                 raise TimeoutError(f"no answer before {self._trial_timeout()}") from None
+            if self.t.dual_error is not None:  # dual control: a user tool or sync failed
+                self._dual_failed(self.t.dual_error)
+                return None
             return r if type(r) is UserReply else _user_reply(r)
         except Exception as e:
             self._user_failed(e)
@@ -516,7 +560,9 @@ class _Dialogue:
 
     def _user_failed(self, e: Exception) -> None:
         """Error the trial for the simulated user's failure (none is the agent's)."""
-        if isinstance(e, CrossLoopError):
+        if self.t.dual_error is not None or isinstance(e, DualBug):  # dual control: the domain's
+            self._dual_failed(self.t.dual_error or e)
+        elif isinstance(e, CrossLoopError):
             self.error = f"harness wiring problem, not the simulated user's failure: {e}"
         else:
             self.error = f"simulated user failed: {exception_text(e)}"
@@ -543,6 +589,8 @@ class _Dialogue:
             lines=self.parts.lines if shared else list(self.parts.lines),
             say_unknown=spec.say_unknown,
             calls=t.calls if shared else list(t.calls),
+            tools=user_tool_specs(t.domain) if t.dual is not None else [],  # dual control
+            _call=t.user_call if t.dual is not None else None,
         )
         if shared:
             self.user_turn = ut
@@ -709,7 +757,7 @@ async def _talk(t: _Trial, talk: _Dialogue, serve: ServeHook | None) -> str | No
 def _verdict(checks: list[Check]) -> str:
     """Passed when every check passed, else failed (a loop: this runs once a trial)."""
     for c in checks:
-        if not c.passed:
+        if not c.passed and c.counted:  # (issue 22: a check the task's basis leaves out never fails it)
             return FAILED
     return PASSED
 
@@ -732,12 +780,21 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
     expect = t.task.expect
     # only the task's reply_includes read what the agent said
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"] if expect.reply_includes else ()
+    start = len(checks)
     try:
         checks.extend(grade(expect, t.world, t.calls, agent_texts))
         if expect.world_matches_reference:
+            # the reference starts where the trial did: its setup and history (engine/reference_world.py)
             checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
+        checks.extend(grade_asserts(t.domain, expect, t.world))  # issue 22, part B
+    except DomainAssertionError as e:  # issue 22, part B: an assertion's fault is the domain's
+        return f"the domain failed grading the trial: {e}"
     except Exception as e:  # an expectation of the domain went wrong, not the agent
         return f"the domain failed grading the trial: {type(e).__name__}: {e}"
+    if expect.basis is not None:  # issue 22, part B: kinds the basis leaves out are recorded, not counted
+        for c in checks[start:]:
+            if c.kind not in expect.basis:
+                c.counted = False
     return None
 
 
@@ -821,7 +878,7 @@ async def reference_trial(domain: Domain, task: Task) -> TrialResult | None:
     if hit is not None and hit[0] is domain:
         return hit[1]
     found: TrialResult | None = None
-    if task.reference and (task.user.opening or task.user.script):
+    if task.reference and (task.user.opening or task.user.script or task.solo or task.history):
         replay = await _graded_trial(domain, task, ReferenceAgent(), ScriptedUser(), 1, 1, 0, "reference",
                                      "scripted", None, "", None, False)
         found = None if replay.verdict == ERRORED else replay
@@ -868,6 +925,9 @@ async def _graded_trial(
         apply_given(t.world, task)
     except (NotFound, Conflict) as e:
         error = f"the task's given could not be applied: {e}"
+    error = error or _dual_start(t, task)  # dual control (issue 22 A)
+    if error is None and (task.setup or task.history):  # issue 22, part B
+        error = _start(t)
     baseline = t.world.savepoint()
     try:
         if error is None:
@@ -905,7 +965,7 @@ async def _graded_trial(
         t.calls,  # calls
         checks,  # checks
         t.violations,  # violations
-        t.world.diff(baseline),  # diff
+        split_diff(t.world.diff(baseline), domain),  # diff (a user world's changes under "user")
         {"agent": talk.agent_usage.to_dict(), "user": talk.user_usage.to_dict()},  # usage
         talk.latency,  # latency
         round(time.perf_counter() - started, 6),  # duration
@@ -915,6 +975,22 @@ async def _graded_trial(
         list(parts.shared_tags),  # shared_tags
         [dict(item) for item in parts.pending] if parts.pending else [],  # pending
     )
+
+
+def _dual_start(t: _Trial, task: Task) -> str | None:
+    """Dual control (issue 22 A): the task's ``user_given`` applied, and the user side made
+    for a domain with user tools or a sync hook; why the trial errors, if it does."""
+    domain = t.domain
+    try:
+        apply_user_given(t.world, task)
+    except (NotFound, Conflict) as e:
+        return f"the task's user_given could not be applied: {e}"
+    if domain.user_tools or domain.sync:
+        try:
+            t.dual = UserSide(domain, t.world, t.handlers, t.calls, t.transcript, lambda: t.turn)
+        except DualBug as e:
+            return str(e)
+    return None
 
 
 def run_trial(
@@ -1065,6 +1141,48 @@ async def _go_on(coro: Any, yielded: Any) -> TrialResult:
             return done.value  # type: ignore[no-any-return]
 
 
+# --------------------------------------------------------------------------- issue 22, part B
+# A trial that starts mid-way: its task's setup and history run before the first message,
+# or, solo, the agent works from the task's ticket alone.
+
+
+class _AgentNext(enum.Enum):
+    """The type of :data:`_AGENT_NEXT` (an enum of one, so that type checkers narrow ``is``)."""
+
+    AGENT_NEXT = 0
+
+
+_AGENT_NEXT: Any = _AgentNext.AGENT_NEXT
+"""The opening of a trial whose history ends with the user's message: nothing is said,
+the agent speaks next."""
+
+
+def _start(t: _Trial) -> str | None:
+    """The task's setup and history on the trial's world, its log and conversation; why the
+    trial errored, if a step failed (the domain's fault)."""
+    try:
+        run_start(t.domain, t.task, t.world, t.handlers, t.calls, t.transcript, t.conversation,
+                  t.dual.after_step if t.dual is not None and t.dual.sync is not None else None)
+    except StartFailed as e:
+        return f"the domain failed starting the trial: {e}"
+    return None
+
+
+def _mid_way_opening(talk: _Dialogue, task: Task) -> tuple[Any, bool]:
+    """The opening of a trial that starts mid-way, and whether the conversation closes
+    after the agent's next turn. Solo: the ticket, and the trial ends after the agent's
+    first reply (there is no simulated user to answer it). A history that ends with the
+    user's message: nothing is said (the agent speaks next); with the agent's: None, so the
+    simulated user is asked for its next message, having read the history."""
+    if task.solo:
+        # τ²'s solo agent also gets the user's tools; here it has the agent's (docs/spec.md, "Solo tasks")
+        talk.ended_by = "solo"
+        return task.ticket, True
+    if task.history[-1].role == "user":
+        return _AGENT_NEXT, False
+    return None, False
+
+
 # --------------------------------------------------------------------------- regrade
 
 
@@ -1087,11 +1205,15 @@ def _replay_call(t: _Trial, stored: dict[str, Any]) -> None:
     t.calls_this_turn = 0
     args = stored["args"]
     raw = args["_raw"] if isinstance(args, dict) and list(args) == ["_raw"] else args
+    at = len(t.calls)
     try:
-        t.call_tool(stored["tool"], raw)
-    except _DomainBug as e:
+        if stored.get("by") == "user":  # dual control: the user's call, through the user's path
+            t.user_call(stored["tool"], raw)
+        else:
+            t.call_tool(stored["tool"], raw)
+    except (_DomainBug, DualBug) as e:
         raise NotReproducible(f"call {stored['index'] + 1} {stored['tool']}: {e}") from None
-    replayed = t.calls[-1]
+    replayed = t.calls[at]
     for field in ("ok", "result", "error"):
         now, then = _as_json(replayed[field]), stored.get(field)
         if now != then:
@@ -1119,8 +1241,17 @@ def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: Tr
         apply_given(t.world, task)
     except (NotFound, Conflict) as e:
         raise NotReproducible(f"the task's given could not be applied: {e}") from None
+    dual_error = _dual_start(t, task)  # dual control (issue 22 A)
+    if dual_error is not None:
+        raise NotReproducible(dual_error)
+    started = 0
+    if task.setup or task.history:  # issue 22, part B: the start made again, its entries not replayed
+        error = _start(t)
+        if error is not None:
+            raise NotReproducible(error)
+        started = len(t.transcript)
     baseline = t.world.savepoint()
-    for entry in stored.transcript:
+    for entry in stored.transcript[started:]:
         if entry["role"] == "tool":
             _replay_call(t, stored.calls[entry["call"]])
         elif entry["role"] != "event":  # an event happens again in the replay of the call it follows
@@ -1142,7 +1273,7 @@ def regrade_trial(domain: Domain, task: Task, stored: TrialResult, reference: Tr
         "calls": calls,
         "checks": checks,
         "violations": t.violations,
-        "diff": t.world.diff(baseline),
+        "diff": split_diff(t.world.diff(baseline), domain),
         "soft": _soft_rules(t),
         "location": _moved(stored.location, task),
     })

@@ -112,6 +112,8 @@ class Seed:
 
     def __init__(self, domain: Domain) -> None:
         self.tables = {name: SeedTable(t) for name, t in domain.tables.items()}
+        for name, t in domain.user_tables.items():  # dual control: the user world's tables too
+            self.tables[name] = SeedTable(t)
 
 
 _SEEDS: KeptPer[Domain, Seed] = KeptPer(Seed)

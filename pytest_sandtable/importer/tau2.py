@@ -1,5 +1,7 @@
 """``python -m pytest_sandtable import tau2 PATH -o DIR``: a τ²-bench domain
-(``data/tau2/domains/airline`` or ``.../retail``) as a sandtable domain.
+(``data/tau2/domains/airline`` or ``.../retail``) as a sandtable domain. Telecom (dual
+control: the caller's phone, its tools, the sync) is :mod:`.tau2_telecom`'s, which
+:func:`import_tau2` hands it to.
 
 τ²'s files are read as data, never run: ``db.json``, ``tasks.json``,
 ``split_tasks.json`` and ``policy.md`` from the domain's data folder, and the tools'
@@ -84,8 +86,6 @@ DOMAINS: Mapping[str, Shape] = {
 }
 # what waits for the user's side of the world (docs/import.md)
 LATER = {
-    "telecom": "its user has tools and a device of its own (dual control), which sandtable domains cannot "
-    "say yet",
     "banking_knowledge": "its agent unlocks hidden tools and searches a knowledge base, which sandtable "
     "domains cannot say yet",
 }
@@ -151,6 +151,8 @@ def read_domain(path: Path, split: str = DEFAULT_SPLIT, source: Path | None = No
     path = Path(path)
     if not path.is_dir():
         raise Tau2ImportError(f"{path}: no such folder; expected a τ² domain folder such as data/tau2/domains/airline")
+    if path.resolve().name == "telecom":
+        raise Tau2ImportError(f"{path}: the telecom domain is read by read_telecom")
     missing = [p for p in ("db.json", "tasks.json", "policy.md") if not (path / p).exists()]
     name = path.resolve().name
     if missing and name not in LATER:
@@ -160,9 +162,10 @@ def read_domain(path: Path, split: str = DEFAULT_SPLIT, source: Path | None = No
         )
     if name in LATER:
         raise Tau2ImportError(f"{path}: τ² domain {name!r} cannot be imported yet: {LATER[name]}; "
-                              f"importable: {', '.join(DOMAINS)}")
+                              f"importable: {', '.join([*DOMAINS, 'telecom'])}")
     if name not in DOMAINS:
-        raise Tau2ImportError(f"{path}: τ² domain {name!r} has no handler module here; known: {', '.join(DOMAINS)}")
+        raise Tau2ImportError(f"{path}: τ² domain {name!r} has no handler module here; "
+                              f"known: {', '.join([*DOMAINS, 'telecom'])}")
     src = Path(source) if source is not None else source_folder(path)
     tools = read_tools(src / "tools.py", DOMAINS[name].toolkit, src / "data_model.py")
     known = _template_tools(name)
@@ -285,11 +288,16 @@ class _Models:
     models: dict[str, list[tuple[str, ast.expr, str, bool]]] = field(default_factory=dict)
 
 
-def _read_models(path: Path) -> _Models:
+def _read_models(path: Path, enums: bool = False) -> _Models:
     out = _Models()
     if not path.exists():
         return out
     for node in _parse(path).body:
+        if enums and isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id == "Enum" for b in node.bases):  # `class X(str, Enum)`: its values
+            out.literals[node.name] = [stmt.value.value for stmt in node.body if isinstance(stmt, ast.Assign)
+                                       and isinstance(stmt.value, ast.Constant)]
+            continue
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = node.value
             if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == "Literal":
@@ -393,12 +401,13 @@ def _doc_parts(doc: str) -> tuple[str, dict[str, str]]:
     return text, args
 
 
-def read_tools(tools_py: Path, toolkit: str, data_model: Path) -> list[dict[str, Any]]:
-    """Each ``@is_tool`` method of class ``toolkit`` in ``tools_py``, in source order."""
+def read_tools(tools_py: Path, toolkit: str, data_model: Path, enums: bool = False) -> list[dict[str, Any]]:
+    """Each ``@is_tool`` method of class ``toolkit`` in ``tools_py``, in source order
+    (``enums``: an annotation naming an ``Enum`` class of ``data_model`` takes its values)."""
     if not tools_py.exists():
         raise Tau2ImportError(
             f"{tools_py}: missing; expected τ²'s toolkit source (give --source <src/tau2/domains/NAME>)")
-    models = _read_models(data_model)
+    models = _read_models(data_model, enums)
     tree = _parse(tools_py)
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == toolkit), None)
     if cls is None:
@@ -553,6 +562,10 @@ def import_tau2(path: Path, out: Path, split: str = DEFAULT_SPLIT, force: bool =
     """Read the τ² domain at ``path`` and write ``out/sandtable.yaml`` and its handler module."""
     if split not in SPLITS:
         raise Tau2ImportError(f"--split {split}: expected one of {', '.join(SPLITS)}")
+    if Path(path).is_dir() and Path(path).resolve().name == "telecom":
+        from .tau2_telecom import import_telecom
+
+        return import_telecom(Path(path), Path(out), split, force, source)
     domain = read_domain(path, split, source)
     out = Path(out)
     check_out(out, force, Tau2ImportError)

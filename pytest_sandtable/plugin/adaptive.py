@@ -15,6 +15,8 @@ With a stored baseline (``--sandtable-baseline``), each task the baseline has al
 a ``sequential.StoredRegression`` on the same outcomes, taken from the same buffer in the
 same order; the task is settled once both its verdict and its regression test are
 (``report.adaptive.task_settled``), so the decisions stay the same at any concurrency.
+With ``--sandtable-paired`` the test is a ``sequential.PairedRegression`` instead, fed each
+outcome with the stored baseline's outcome of the same trial seed (``report.adaptive.feed``).
 
 Under pytest-xdist the controller decides (:class:`Decider`): the outcomes reach its
 :class:`Needs` as the workers' reports arrive, and what it decides (a task settled, a
@@ -40,7 +42,7 @@ import pytest
 
 from ..report.fmt import format_cost
 from ..sequential.design import Design
-from ..sequential.regression import StoredRegression
+from ..sequential.regression import PairedRegression, StoredRegression
 from ..sequential.sprt import TaskSequence
 from .config import RunConfig, is_xdist_worker
 
@@ -59,9 +61,11 @@ def task_key(item: Any) -> TaskKey:
     return (str(item.location[0]), str(item.task.id))
 
 
-def settled_reason(seq: TaskSequence, reg: StoredRegression | None = None) -> str:
+def settled_reason(seq: TaskSequence, reg: StoredRegression | PairedRegression | None = None) -> str:
     reason = f"not needed: task settled {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
-    if reg is not None:
+    if isinstance(reg, PairedRegression):
+        reason += f", {reg.verdict} against the baseline after {reg.n} pair{'s' * (reg.n != 1)}"
+    elif reg is not None:
         reason += f", {reg.verdict} against the baseline after {reg.n}"
     return reason
 
@@ -84,8 +88,11 @@ class _Task:
     next: int = 0  # position in ``order`` of the next outcome the sequence takes
     # with a stored baseline that has the task: its regression test, made once the
     # task's domain name is known (``made``)
-    reg: StoredRegression | None = None
+    reg: StoredRegression | PairedRegression | None = None
     made: bool = False
+    # with --sandtable-paired: the stored baseline's outcome per trial number (report.adaptive.paired_outcomes)
+    pairs: Mapping[int, bool | None] | None = None
+    last: int | None = None  # the last trial a stored baseline pairs (None: the baseline agent's, every trial)
 
     @property
     def settled(self) -> bool:
@@ -95,7 +102,8 @@ class _Task:
 
     def distance(self) -> float:
         """The nearer of its open tests' distances to a boundary (``TaskSequence.distance``)."""
-        seqs = [s for s in (self.seq, self.reg.sequence if self.reg is not None and self.reg.open else None)
+        reg = self.reg if isinstance(self.reg, StoredRegression) and self.reg.open else None
+        seqs = [s for s in (self.seq, reg.sequence if reg is not None else None)
                 if s is not None and s.verdict is None]
         return min(s.distance() for s in seqs) if seqs else math.inf
 
@@ -113,10 +121,19 @@ class Needs:
         self.max_cost = run.max_cost
         # with --sandtable-baseline (not on a worker: it has no baseline, and decides nothing)
         self.baseline: dict[tuple[str, str], tuple[int, int]] | None = None
+        self.pairs: dict[tuple[str, str], dict[int, bool | None]] | None = None  # with --sandtable-paired
         if self.design is not None and run.baseline is not None and run.baseline.doc is not None and told is None:
-            from ..report.adaptive import baseline_counts
+            from ..report.adaptive import baseline_counts, paired_outcomes
 
-            self.baseline = baseline_counts(run.baseline.doc)
+            if run.baseline.paired:
+                self.pairs = paired_outcomes(run.baseline.doc, run.seed, self.design.cap)
+            else:
+                self.baseline = baseline_counts(run.baseline.doc)
+        # --sandtable-baseline-agent: the baseline agent's outcomes, filled as its trials end
+        self.in_job = (self.design is not None and told is None and run.baseline is not None
+                       and run.baseline.agent is not None)
+        if self.in_job:
+            self.pairs = {}
         self.regression_alpha = regression_alpha(run)
         self.tasks: dict[TaskKey, _Task] = {}
         self.names: dict[TaskKey, tuple[str, str]] = {}  # (domain name, task id), as results name them
@@ -253,10 +270,24 @@ class Needs:
         if self._told is not None:
             return
         self.cost += self._cost_of(result.usage, result.replayed)
+        self._baseline_ended(task_key(item), item.trial, getattr(item, "sandtable_baseline", None))
         self._take(task_key(item), item.trial, None if result.verdict == "errored" else result.passed)
 
-    def ended_stored(self, data: Mapping[str, Any]) -> None:
-        """On the xdist controller: a worker's trial (as results.json stores it) arrived.
+    def _baseline_ended(self, key: TaskKey, trial: int, base: Mapping[str, Any] | None) -> None:
+        """--sandtable-baseline-agent: the baseline agent's trial of the same seed (its
+        ``verdict``, ``usage``, ``replayed``, as :func:`baseline_side` makes them) came with
+        the candidate's: its outcome waits for the pair, its cost counts."""
+        if not self.in_job or base is None or self.pairs is None:
+            return
+        self.cost += self._cost_of(base.get("usage"), bool(base.get("replayed")))
+        name = self.names.get(key)
+        if name is not None:
+            verdict = str(base.get("verdict"))
+            self.pairs.setdefault(name, {})[trial] = None if verdict == "errored" else verdict == "passed"
+
+    def ended_stored(self, data: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> None:
+        """On the xdist controller: a worker's trial (as results.json stores it) arrived,
+        with ``base``, its baseline agent's side (--sandtable-baseline-agent).
         Its outcome and cost count as in :meth:`ended`; what that settles, the workers are told."""
         location = str(data.get("location") or "")
         key = (location.rpartition(":")[0] if ":" in location else location, str(data.get("task")))
@@ -266,6 +297,7 @@ class Needs:
         if counted:
             self.handed += 1
         self.cost += self._cost_of(data.get("usage"), bool(data.get("replayed")))
+        self._baseline_ended(key, int(data.get("trial") or 0), base)
         verdict = str(data.get("verdict"))
         self._take(key, int(data.get("trial") or 0), None if verdict == "errored" else verdict == "passed")
         if self.stopped is None:
@@ -287,15 +319,25 @@ class Needs:
                 from ..report.adaptive import stored_regression
 
                 task.reg = stored_regression(found, task.seq.design, self.regression_alpha)
+            if self.in_job and self.pairs is not None:
+                task.pairs = self.pairs.setdefault(self.names[key], {})
+            else:
+                task.pairs = self.pairs.get(self.names[key]) if self.pairs is not None else None
+                task.last = max(task.pairs) if task.pairs else None
+            if task.pairs is not None:
+                from ..report.adaptive import paired_alpha, paired_regression
+
+                m = len(self.tasks) if self.in_job else len(self.pairs or {})
+                task.reg = paired_regression(task.seq.design, paired_alpha(self.regression_alpha, m))
         while task.next < len(task.order) and task.order[task.next] in task.waiting:
-            got = task.waiting.pop(task.order[task.next])
+            number = task.order[task.next]
+            got = task.waiting.pop(number)
             task.next += 1
             if got is None or task.seq is None or task.settled:
                 continue
-            if task.seq.verdict is None:
-                task.seq.observe(got)
-            if task.reg is not None and task.reg.verdict is None:
-                task.reg.observe(got)
+            from ..report.adaptive import feed
+
+            feed(task.seq, task.reg, number, got, task.pairs, task.last)
             if task.settled:
                 self._tell({"file": key[0], "task": key[1], "reason": settled_reason(task.seq, task.reg)})
 
@@ -328,6 +370,12 @@ class Needs:
         by_file = {file: name for (file, _), (name, _) in self.names.items()}
         return [self.names.get(key) or (by_file[key[0]], key[1]) for key in self.tasks
                 if key in self.names or key[0] in by_file]
+
+
+def baseline_side(result: TrialResult) -> dict[str, Any]:
+    """What the plugin keeps of the baseline agent's trial (--sandtable-baseline-agent):
+    its verdict, usage and whether it was replayed."""
+    return {"verdict": str(result.verdict), "usage": result.usage, "replayed": bool(result.replayed)}
 
 
 class _Told:

@@ -21,6 +21,7 @@ nothing.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections import Counter
@@ -113,6 +114,10 @@ class Recorder:
         self.otel = run_telemetry(self.run, self.worker) if self.run.otel else None
         self.otel_lines: list[str] = []
         self._secrets: list[str] | None = None  # redacted from the lines a worker sends (see _line)
+        # --sandtable-baseline-agent: the baseline side of each trial (plugin.adaptive.baseline_side),
+        # by node id until its report is logged, then by (domain, task) and trial where trials are recorded
+        self._sides: dict[str, dict[str, Any]] = {}
+        self.baseline_sides: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
 
     # -- on every process (xdist workers too) ----------------------------------------
 
@@ -124,6 +129,9 @@ class Recorder:
         (short strings) now, before the setup report is made: junitxml reads them from
         the teardown report, which holds the item's list of them."""
         self._ended.setdefault(item.nodeid, []).append(item)
+        side = getattr(item, "sandtable_baseline", None)
+        if side is not None:  # --sandtable-baseline-agent: its trial of the same seed, told with this one's
+            self._sides[item.nodeid] = side
         if self.junit:
             kept = [p for p in item.user_properties if not str(p[0]).startswith(_JUNIT_PREFIX)]
             item.user_properties[:] = [*kept, *_junit_properties(result)]
@@ -245,13 +253,18 @@ class Recorder:
         from the report, which pytest keeps to the end of the session (every passed one
         too, in the terminal reporter's stats), or straight from this process's item."""
         result = self._told_by(report) if self._ended else None
+        side = self._sides.pop(report.nodeid, None) if result is not None and self._sides else None
         if self.worker:
             if result is not None:
                 report.sandtable = self._line(result)  # type: ignore[attr-defined]
+                if side is not None:
+                    report.sandtable_baseline = json.dumps(side, default=str)  # type: ignore[attr-defined]
             return
         final = str(report.outcome) != "rerun"  # a trial retried by pytest-rerunfailures counts once: its final run
         if result is not None:
             if final:
+                if side is not None:
+                    self.baseline_sides.setdefault((result.domain, result.task), {})[result.trial] = side
                 self._spool().add_fresh(result)
                 if self.otel is not None:
                     self.otel.add(result.to_dict(), ended_at(report))
@@ -264,8 +277,13 @@ class Recorder:
                 data = self._spool().add_line(line)  # stored as it came; read for its light trial
                 if self.otel is not None:
                     self.otel.add(data, ended_at(report))
+                told = vars(report).pop("sandtable_baseline", None)
+                side = json.loads(told) if told is not None else None
+                if side is not None:
+                    self.baseline_sides.setdefault((str(data.get("domain")), str(data.get("task"))), {})[
+                        int(data.get("trial") or 0)] = side
                 if self.decider is not None:  # the xdist controller decides which trials are still needed
-                    self.decider.needs.ended_stored(data)
+                    self.decider.needs.ended_stored(data, side)
         if "sandtable" in report.keywords:  # a trial item's report (its marker)
             self._hold_once(vars(report))
 
@@ -464,17 +482,30 @@ class Recorder:
             needs = run_state(self.config).needs
         if needs is not None:
             tasks, stopped = needs.collected_names(), needs.stopped
-        baseline = None
-        if run.baseline is not None and run.baseline.doc is not None:
-            from ..report.adaptive import baseline_counts
+        baseline = pairs = None
+        in_job = run.baseline is not None and run.baseline.agent is not None
+        if in_job:
+            pairs = {key: {n: (None if side.get("verdict") == "errored" else side.get("verdict") == "passed")
+                           for n, side in by_trial.items()} for key, by_trial in self.baseline_sides.items()}
+        elif run.baseline is not None and run.baseline.doc is not None:
+            from ..report.adaptive import baseline_counts, paired_outcomes
 
-            baseline = baseline_counts(run.baseline.doc)
+            if run.baseline.paired:
+                pairs = paired_outcomes(run.baseline.doc, run.seed, a.cap)
+            else:
+                baseline = baseline_counts(run.baseline.doc)
         from .adaptive import regression_alpha
 
         section = adaptive_section(
             {"p0": a.p0, "p1": a.p1, "alpha": a.alpha, "beta": a.beta, "cap": a.cap,
              "max_trials": a.max_trials, "max_cost": run.max_cost},
-            trials, tasks=tasks, stopped=stopped, baseline=baseline, regression_alpha=regression_alpha(run))
+            trials, tasks=tasks, stopped=stopped, baseline=baseline, regression_alpha=regression_alpha(run),
+            pairs=pairs, in_job=in_job)
+        if in_job and "regression" in section:
+            from ..engine.redact import public_spec
+
+            assert run.baseline is not None and run.baseline.agent is not None  # in_job
+            section["regression"]["baseline_agent"] = public_spec(run.baseline.agent)
         honest_intervals(results["summary"], section)
         honest_intervals({"tasks": results["tasks"]}, section)
         results["adaptive"] = section
@@ -484,6 +515,10 @@ class Recorder:
         and with ``--sandtable-fail-on-regression`` the comparison's checks, which join the
         gate (``None`` without it)."""
         base = self.run.baseline
+        if base is not None and base.agent is not None and "adaptive" in results and results["trials"]:
+            lines, checks = _sequential_regression(results["adaptive"], _critical_pairs(results),
+                                                   base.fail_on_regression)
+            return lines + self._baseline_spend(), (checks if base.fail_on_regression else None)
         if base is None or base.doc is None or not results["trials"]:
             return [], None
         from ..report.compare import CompareError, RunDoc, compare, labels, regression_checks, summary_lines
@@ -502,6 +537,27 @@ class Recorder:
             else:
                 lines = summary_lines(cmp, checks, verdict=not base.fail_on_regression)
         return lines, (checks if base.fail_on_regression else None)
+
+    def _baseline_spend(self) -> list[str]:
+        """--sandtable-baseline-agent: the baseline side's trials and cost, apart from the run's."""
+        from ..report.fmt import format_cost, plural
+        from ..report.prices import builtin_prices, estimate_cost
+
+        sides = [side for by_trial in self.baseline_sides.values() for side in by_trial.values()]
+        prices = self.run.prices if self.run.prices is not None else builtin_prices()
+        cost, priced = 0.0, False
+        for side in sides:
+            usage = side.get("usage") or {}
+            if side.get("replayed") or not isinstance(usage, dict):
+                continue
+            for part in ("agent", "user"):
+                for c in estimate_cost(usage.get(part) or {}, prices).values():
+                    if c is not None:
+                        cost, priced = cost + c, True
+        counts = {v: sum(side.get("verdict") == v for side in sides) for v in ("passed", "failed", "errored")}
+        return [f"sandtable: the baseline agent's {plural(len(sides), 'trial')}: {counts['passed']} passed, "
+                f"{counts['failed']} failed, {counts['errored']} errored; cost "
+                f"{format_cost(cost) if priced else 'not priced'} (not in the run's)"]
 
     def _regate(self, results: Results, checks: list[GateCheck]) -> None:
         """The gate evaluated anew (in ``results``) with the regression's and the mutation's checks."""
@@ -695,7 +751,7 @@ class Recorder:
         }
         if run.baseline is not None:  # recorded only when given, so files without one stay as they were
             options.update({
-                "baseline": _rel(run.baseline.path, root),
+                "baseline": _rel(run.baseline.path, root) if run.baseline.agent is None else None,
                 "fail_on_regression": run.baseline.fail_on_regression,
                 "regression_alpha": run.baseline.alpha,
                 "max_drop": run.baseline.max_drop,
@@ -804,6 +860,31 @@ def _name_unknown_sides(trials: list[TrialResult], run: RunConfig) -> list[Trial
     return [t if t.agent and t.user else named(t) for t in trials]
 
 
+def _critical_pairs(results: Results) -> list[GateCheck]:
+    """--sandtable-baseline-agent: the critical-task rule on the pairs, apart from the
+    sequential test: a critical task may not drop at all, so one whose counted pairs have
+    more drops (the baseline passed, this run failed) than gains is a failed check."""
+    from ..report.adaptive import task_name
+    from ..report.fmt import plural
+    from ..report.gates import GateCheck
+
+    critical = {(t["domain"], t["task"]) for t in results["tasks"] if t.get("critical")}
+    section = results["adaptive"]
+    several = len({t["domain"] for t in section["tasks"]}) > 1
+    checks = []
+    for t in section["tasks"]:
+        r = t.get("regression")
+        if (t["domain"], t["task"]) not in critical or r is None or "pairs" not in r:
+            continue
+        drops, gains = r["pairs"]
+        if drops > gains:
+            checks.append(GateCheck(False, f"critical task {task_name(t['domain'], t['task'], several)} regressed "
+                                           f"against the baseline agent: {plural(drops, 'drop')} and "
+                                           f"{plural(gains, 'gain')} in {plural(r['graded'], 'pair')} (a critical "
+                                           f"task may not drop at all)"))
+    return checks
+
+
 def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],
                            gated: bool) -> tuple[list[str], list[GateCheck]]:
     """An adaptive run against a stored baseline: the terminal's lines and the gate's checks
@@ -811,20 +892,26 @@ def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],
     test, which does not hold after adaptive stopping. Of ``fisher``'s checks only the
     critical-task rule (any drop of a critical task) and ``--sandtable-max-drop`` are kept,
     as separate rules; ``gated``: the gate's lines will show the checks."""
-    from ..report.adaptive import regression_line, task_name
+    from ..report.adaptive import regression_how, regression_line, task_name
     from ..report.fmt import plural
     from ..report.gates import GateCheck
 
     part = section.get("regression")
     if part is None:  # the baseline was not read (cannot be: the controller reads it)
         return [], fisher
-    how = f"sequential, e-BH at alpha {part['alpha']:g}"
+    how = regression_how(part)
     several = len({t["domain"] for t in section["tasks"]}) > 1
     by_name = {task_name(t["domain"], t["task"], several): t for t in section["tasks"] if "regression" in t}
     checks = []
     for name in part["flagged"]:
         r = by_name[name]["regression"]
-        checks.append(GateCheck(False, f"task {name} regressed from {r['baseline'][0]}/{r['baseline'][1]} in the "
+        if "pairs" in r:
+            checks.append(GateCheck(False, f"task {name} regressed against the baseline's trials of the same seeds "
+                                           f"({how}: e-value {r['e_value']:.3g} after {plural(r['graded'], 'pair')}, "
+                                           f"{plural(r['pairs'][0], 'drop')} and {plural(r['pairs'][1], 'gain')})"))
+            continue
+        base = r.get("baseline") or [0, 0]
+        checks.append(GateCheck(False, f"task {name} regressed from {base[0]}/{base[1]} in the "
                                        f"baseline ({how}: e-value {r['e_value']:.3g} after "
                                        f"{plural(r['graded'], 'graded trial')})"))
     kept = [c for c in fisher if not c.text.startswith(("task ", "no regression from the baseline"))]

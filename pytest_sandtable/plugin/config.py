@@ -81,6 +81,14 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--sandtable-regression-alpha", default=None, metavar="A",
                     help="significance level of the per-task regression test (one-sided Fisher exact; "
                          "default 0.05)")
+    group.addoption("--sandtable-paired", action="store_true", default=False,
+                    help="with --sandtable-adaptive and --sandtable-baseline: pair each trial with the baseline's "
+                         "trial of the same task and trial seed, a sequential McNemar test per task "
+                         "(docs/adaptive.md, \"Regression, paired\")")
+    group.addoption("--sandtable-baseline-agent", default=None, metavar="AGENT",
+                    help="with --sandtable-adaptive: the baseline build, run in this job (the forms "
+                         "--sandtable-agent takes): each trial runs again with it, same task and trial seed, "
+                         "and the pairs feed a sequential McNemar test per task (docs/adaptive.md)")
     group.addoption("--sandtable-max-drop", default=None, metavar="PCT",
                     help="gate: fail the run when pass^k over the tasks in both runs drops more than PCT points "
                          "from --sandtable-baseline")
@@ -159,6 +167,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("sandtable_cache_dir", "where built domain files are kept, or off (see --sandtable-cache-dir)",
                   default="")
     parser.addini("sandtable_prompt_cache", "prompt caching of claude:<model> requests: on or off", default="on")
+    parser.addini("sandtable_record_ignore", "with --sandtable-record: parts of a model request that matching leaves "
+                  "out, one a line, PATH or PATH ~ REGEX (docs/recording.md)", type="linelist", default=[])
 
 
 # what a run that names no agent is told (the reference agent then plays)
@@ -235,6 +245,7 @@ class RunConfig:
     # --sandtable-model-proxy: the proxy's targets, (kind, base URL) as the environment gave
     # them when the run started; () when the proxy is off
     model_proxy: tuple[tuple[str, str], ...] = ()
+    record_ignore: tuple[str, ...] = ()  # the ini's sandtable_record_ignore: adapters.recording.Volatile lines
     prompt_cache: bool = True  # --sandtable-prompt-cache: cache_control on claude:<model> requests
     all_tasks: bool = False  # --sandtable-all-tasks or -v: the terminal summary lists every task
     # --sandtable-cache-dir: where built domains are kept (None: pytest's cache folder, if on)
@@ -289,7 +300,12 @@ class RunConfig:
         if adaptive is not None and baseline is not None and not baseline.alpha < 0.5:  # a sequential test's level
             raise pytest.UsageError(f"--sandtable-regression-alpha: an adaptive run's regression test takes a level "
                                     f"below 0.5, got {baseline.alpha:g}")
+        if baseline is not None and baseline.paired and baseline.agent is None:
+            _check_paired(baseline, adaptive, seed)
         record, cassettes = _record(config)
+        if record is not None and baseline is not None and baseline.agent is not None:
+            raise pytest.UsageError("--sandtable-baseline-agent does not take --sandtable-record: the two builds' "
+                                    "trials of a seed would share one recording")
         serve, serve_port = _serve(config, concurrency)
         prompt_cache = _on_off(config, "prompt-cache")
         out = config.getoption("--sandtable-out")
@@ -324,6 +340,7 @@ class RunConfig:
             serve=serve,
             serve_port=serve_port,
             model_proxy=_model_proxy(config, record),
+            record_ignore=_record_ignore(config),
             prompt_cache=prompt_cache,
             all_tasks=bool(config.getoption("--sandtable-all-tasks")) or config.get_verbosity() > 0,
             domain_cache_dir=domain_cache_dir,
@@ -573,6 +590,20 @@ def _model_proxy(config: pytest.Config, record: str | None) -> tuple[tuple[str, 
     return tuple((kind, (os.environ.get(var) or "").strip() or default) for kind, var, default in MODEL_TARGETS)
 
 
+def _record_ignore(config: pytest.Config) -> tuple[str, ...]:
+    """The ini's sandtable_record_ignore lines, each checked as an adapters.recording.Volatile."""
+    lines = tuple(line.strip() for line in config.getini("sandtable_record_ignore") if line.strip())
+    if lines:
+        from ..adapters.recording import Volatile
+
+        for i, line in enumerate(lines, 1):
+            try:
+                Volatile.parse(line)
+            except ValueError as e:
+                raise pytest.UsageError(f"sandtable_record_ignore (ini), line {i}: {e}") from None
+    return lines
+
+
 RECORD_MODES = ("none", "once", "new_episodes", "all")  # adapters.recording.MODES (not imported at start-up)
 
 
@@ -678,6 +709,9 @@ class Baseline:
     alpha: float  # the level of the per-task one-sided Fisher exact test
     max_drop: float | None  # points of pass^k
     alpha_given: bool = False  # --sandtable-regression-alpha given (else an adaptive run uses its design's alpha)
+    paired: bool = False  # --sandtable-paired: the baseline's trials paired with this run's by seed
+    # --sandtable-baseline-agent: the baseline build's agent spec, run in this job (paired; no file)
+    agent: str | None = None
     # the baseline's results.json, read and checked at configure time; None on an xdist
     # worker, where the controller alone compares
     doc: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -692,9 +726,14 @@ def _baseline(config: pytest.Config) -> Baseline | None:
     fail = bool(config.getoption("--sandtable-fail-on-regression"))
     raw_alpha = config.getoption("--sandtable-regression-alpha")
     raw_drop = config.getoption("--sandtable-max-drop")
+    paired = bool(config.getoption("--sandtable-paired"))
+    agent = config.getoption("--sandtable-baseline-agent")
+    if agent is not None:
+        return _baseline_agent(config, str(agent).strip(), raw, fail, raw_alpha, raw_drop, paired)
     if raw is None:
         given = [name for name, v in (("--sandtable-fail-on-regression", fail or None),
                                       ("--sandtable-regression-alpha", raw_alpha),
+                                      ("--sandtable-paired", paired or None),
                                       ("--sandtable-max-drop", raw_drop)) if v is not None]
         if given:
             raise pytest.UsageError(f"{given[0]} needs --sandtable-baseline=PATH: the results to compare with")
@@ -716,7 +755,58 @@ def _baseline(config: pytest.Config) -> Baseline | None:
         except ResultsError as e:
             raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
     return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop,
-                    alpha_given=raw_alpha is not None, doc=doc)
+                    alpha_given=raw_alpha is not None, paired=paired, doc=doc)
+
+
+def _baseline_agent(config: pytest.Config, agent: str, raw: str | None, fail: bool, raw_alpha: Any,
+                    raw_drop: Any, paired: bool) -> Baseline:
+    """--sandtable-baseline-agent: the baseline build runs in this job, each trial paired
+    with the candidate's of the same seed; checked before any trial runs."""
+    if not config.getoption("--sandtable-adaptive"):
+        raise pytest.UsageError("--sandtable-baseline-agent needs --sandtable-adaptive: each task's regression is "
+                                "tested sequentially on the pairs, and its trials stop once it is settled")
+    if raw is not None:
+        raise pytest.UsageError("--sandtable-baseline-agent and --sandtable-baseline: give one: the baseline "
+                                "agent runs in this job, a baseline file is a run stored before")
+    if not agent:
+        raise pytest.UsageError("--sandtable-baseline-agent: expected an agent spec (the forms --sandtable-agent "
+                                "takes), got nothing")
+    for name, given in (("--sandtable-max-drop", raw_drop), ("--sandtable-paired", paired or None)):
+        if given is not None:
+            raise pytest.UsageError(f"{name} takes --sandtable-baseline=PATH, not --sandtable-baseline-agent")
+    from ..report.compare import CompareError, parse_alpha
+
+    try:
+        alpha = parse_alpha(raw_alpha, "--sandtable-regression-alpha")
+    except (CompareError, ValueError) as e:
+        raise pytest.UsageError(str(e)) from None
+    return Baseline(given="the baseline agent", path=Path(config.invocation_params.dir), fail_on_regression=fail,
+                    alpha=alpha, max_drop=None, alpha_given=raw_alpha is not None, paired=True, agent=agent)
+
+
+def _check_paired(baseline: Baseline, adaptive: Adaptive | None, seed: int) -> None:
+    """--sandtable-paired, checked before any trial runs: it needs --sandtable-adaptive (a
+    sequential test), a design the paired test can work in, and a baseline whose trials
+    carry the seeds this run's trials will have."""
+    if adaptive is None:
+        raise pytest.UsageError("--sandtable-paired needs --sandtable-adaptive: the paired design is a sequential "
+                                "test that runs each task until its regression is settled (docs/adaptive.md)")
+    if baseline.doc is None:  # an xdist worker: the controller checked it
+        return
+    from ..report.adaptive import paired_alpha, paired_outcomes, paired_problem
+    from ..sequential.design import DesignError
+    from ..sequential.regression import PairedRegression
+
+    problem = paired_problem(baseline.doc, seed, adaptive.cap, baseline.given)
+    if problem is not None:
+        raise pytest.UsageError(f"--sandtable-paired: {problem}")
+    alpha = baseline.alpha if baseline.alpha_given else adaptive.alpha
+    pairs = paired_outcomes(baseline.doc, seed, adaptive.cap)
+    try:
+        PairedRegression(alpha=paired_alpha(alpha, len(pairs)), beta=adaptive.beta, cap=adaptive.cap)
+    except DesignError as e:
+        raise pytest.UsageError(f"--sandtable-paired: {e} (alpha {alpha:g} over the baseline's "
+                                f"{len(pairs)} tasks with pairs)") from None
 
 
 def _shown(file: str, config: pytest.Config) -> str:

@@ -210,6 +210,8 @@ class TrialItem(pytest.Function):
         self.trial = trial
         # the phase whose report carries the result, and the result (once the trial ran)
         self.sandtable_result: tuple[str, TrialResult] | None = None
+        # --sandtable-baseline-agent: the baseline agent's trial of the same seed (plugin.adaptive.baseline_side)
+        self.sandtable_baseline: dict[str, Any] | None = None
         self.skip_reason = ""  # why the trial is skipped, if it is (it never runs)
 
     def skip_if_silent(self, st: RunState) -> None:
@@ -220,7 +222,7 @@ class TrialItem(pytest.Function):
 
         The skipped trial still counts, as an errored one carried by its setup report (no
         graded trial, so its task's verdict is "skipped")."""
-        if self.task.user.opening or self.task.user.script:
+        if self.task.user.opening or self.task.user.script or self.task.solo:  # (issue 22: a solo task has no user)
             return
         if (st.run.user or "scripted").strip() != "scripted" or overriding_fixture(self, "sandtable_user"):
             return
@@ -270,6 +272,12 @@ class TrialItem(pytest.Function):
         else:
             result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self),
                                 pytest_timeout=item_timeout(self))
+        if st.baseline_results:  # --sandtable-baseline-agent: its trial of the same seed
+            from .adaptive import baseline_side
+
+            other = st.baseline_results.pop((str(self.domain.name), str(self.task.id), self.trial), None)
+            if other is not None:
+                self.sandtable_baseline = baseline_side(other)
         errored = result.verdict == ERRORED
         if needs is not None:
             needs.ended(self, result)

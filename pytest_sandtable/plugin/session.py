@@ -91,6 +91,10 @@ class RunState:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: TrialPool | None = None
         self._agent: AgentCallable | None = None
+        self._baseline_agent: AgentCallable | None = None  # --sandtable-baseline-agent, built once
+        # --sandtable-baseline-agent: the baseline agent's trial of each trial run in this
+        # process, by (domain name, task id, trial), until its item takes it
+        self.baseline_results: dict[tuple[str, str, int], TrialResult] = {}
         self._user: UserCallable | None = None
         # what names each trial (``TrialInfo.trial_id``) besides the run's id: each domain
         # file relative to the rootdir, and how often a trial started in this process
@@ -134,6 +138,19 @@ class RunState:
                 raise pytest.UsageError(f"--sandtable-agent: {e}") from None
         return self._agent
 
+    def baseline_agent(self) -> AgentCallable | None:
+        """The agent --sandtable-baseline-agent names (built once), or None; a bad spec is a usage error."""
+        spec = self.run.baseline.agent if self.run.baseline is not None else None
+        if spec is None:
+            return None
+        if self._baseline_agent is None:
+            try:
+                self._baseline_agent, _ = make_agent(spec, self.options, self.spec_folders())
+            except ValueError as e:
+                self.bad_spec = True
+                raise pytest.UsageError(f"--sandtable-baseline-agent: {e}") from None
+        return self._baseline_agent
+
     def default_user(self) -> UserCallable:
         """The simulated user --sandtable-user names (built once); a bad spec is a usage error."""
         if self._user is None:
@@ -158,6 +175,8 @@ class RunState:
                 break
         if uses_agent:
             self.default_agent()
+        if any(getattr(item, "is_sandtable_trial", False) for item in items):
+            self.baseline_agent()
         if uses_user:
             self.default_user()
 
@@ -233,7 +252,8 @@ class RunState:
             return self.escaped(e, domain, task, trial, agent, user, location)
 
     def _drive(self, coro: Coroutine[Any, Any, TrialResult], agent: Any, user: Any) -> TrialResult:
-        if runs_inline(agent) and runs_inline(user) and not self.run.serve:
+        base = self._baseline_agent
+        if runs_inline(agent) and runs_inline(user) and not self.run.serve and (base is None or runs_inline(base)):
             # neither ever awaits (nor does starting a server): drive the coroutine directly, no event loop round trip
             try:
                 coro.send(None)
@@ -266,8 +286,31 @@ class RunState:
         pytest_timeout: float | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
         if self.recording is not None:
-            return self._recorded(domain, task, trial, agent, user, location, pytest_timeout)
-        return self._live_trial(domain, task, trial, agent, user, location, pytest_timeout)
+            coro = self._recorded(domain, task, trial, agent, user, location, pytest_timeout)
+        else:
+            coro = self._live_trial(domain, task, trial, agent, user, location, pytest_timeout)
+        base = self.baseline_agent()
+        if base is None:
+            return coro
+        return self._paired(coro, domain, task, trial, base, user, location, pytest_timeout)
+
+    async def _paired(
+        self, candidate: Coroutine[Any, Any, TrialResult], domain: Domain, task: Task, trial: int, base: Any,
+        user: Any, location: str, pytest_timeout: float | None,
+    ) -> TrialResult:
+        """--sandtable-baseline-agent: the candidate's trial, then the baseline agent's trial of
+        the same task and trial number, so the same trial seed (a fresh world, the same user
+        seed, the same faults), kept for the item (``baseline_results``). What escapes the
+        baseline's trial makes it errored (the pair is then not counted)."""
+        result = await candidate
+        try:
+            other = await self._live_trial(domain, task, trial, base, user, location, pytest_timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            other = self.escaped(e, domain, task, trial, base, user, location)
+        self.baseline_results[(str(domain.name), str(task.id), trial)] = other
+        return result
 
     async def _recorded(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
@@ -541,15 +584,17 @@ def _recording_settings(run: RunConfig, rootdir: Path, run_id: Callable[[], str]
     step agent is sent) is stored as ``@run``, so a later run's requests match them."""
     if run.record is None:
         return None
-    from ..adapters.recording import Settings, configure
+    from ..adapters.recording import VOLATILE, Settings, Volatile, configure
     from ..report.safe import scrub_secrets, secret_values
+
+    ours = [Volatile.parse(line) for line in run.record_ignore]  # checked by RunConfig.load
 
     secrets = secret_values()
     def scrub(value: Any) -> Any:
         value, made = scrub_secrets(value, secrets), run_id()
         return _without_run_id(value, "@" + made) if made else value
 
-    settings = Settings(run.record, run.cassettes, rootdir, scrub)
+    settings = Settings(run.record, run.cassettes, rootdir, scrub, (*VOLATILE, *ours))
     configure(settings)
     return settings
 

@@ -83,6 +83,12 @@ class ProxiedTrial:
         names = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
         return {names[k]: self.base_url(k) for k in self.proxy.targets if k in names}
 
+    def transport(self, kind: str, sync: bool = False, lib: Any = None) -> Any:
+        """An HTTP transport (``httpx2``'s when installed, else ``httpx``'s; ``lib`` names
+        the module) that sends each request to this trial's route for ``kind``, whatever
+        URL its client asked for (:func:`route_transport`)."""
+        return route_transport(self.base_url(kind), self.proxy.targets[kind], sync, lib)
+
     def cost(self, prices: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float | None]:
         """Estimated USD per model (the shipped price table unless ``prices``); None for a
         model the table lacks (the reports show ``n/a``)."""
@@ -342,6 +348,57 @@ async def _taped(tape: Tape, request: httpx.Request, timeout: httpx.Timeout) -> 
             return httpx.Response(status, headers=headers, content=raw, request=request)
 
         return await tape.exchange(request, send, respond)
+
+
+def route_transport(route: str, target: str, sync: bool = False, lib: Any = None) -> Any:
+    """A transport of ``lib`` (an httpx-like module: ``httpx2`` when installed, else
+    ``httpx``) that sends every request to ``route`` (a trial's URL for a target on the
+    proxy): the scheme, host and port become the route's, and the path the route's
+    followed by the request's path less the target's own path (``/v1`` of
+    ``https://api.openai.com/v1``), so a client left at the SDK's default URL, or at the
+    target's, reaches the target through the proxy. The query stays as it was."""
+    if lib is None:
+        try:
+            import httpx2 as lib
+        except ImportError:
+            lib = httpx
+    to = lib.URL(route)
+    base = to.path.rstrip("/")
+    prefix = httpx.URL(target).path.rstrip("/")
+    host = f"{to.host}:{to.port}" if to.port else to.host
+
+    def rerouted(request: Any) -> Any:
+        path = request.url.path
+        if prefix and (path == prefix or path.startswith(prefix + "/")):
+            path = path[len(prefix):]
+        request.url = request.url.copy_with(scheme=to.scheme, host=to.host, port=to.port, path=base + path)
+        request.headers["host"] = host
+        return request
+
+    if sync:
+        class _Routed(lib.BaseTransport):  # type: ignore[name-defined,misc]
+            def __init__(self) -> None:
+                self._inner = lib.HTTPTransport()
+
+            def handle_request(self, request: Any) -> Any:
+                return self._inner.handle_request(rerouted(request))
+
+            def close(self) -> None:
+                self._inner.close()
+
+        return _Routed()
+
+    class _AsyncRouted(lib.AsyncBaseTransport):  # type: ignore[name-defined,misc]
+        def __init__(self) -> None:
+            self._inner = lib.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            return await self._inner.handle_async_request(rerouted(request))
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return _AsyncRouted()
 
 
 def _where(url: str) -> str:

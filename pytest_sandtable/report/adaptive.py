@@ -17,6 +17,12 @@ With a stored baseline (``--sandtable-baseline``) each task the baseline has als
 outcomes in the same order; a task counts trials until both its verdict and its
 regression test are settled (:func:`task_settled`), and e-BH across the tasks' stopped
 e-values flags the regressed ones (``regression`` of the section).
+
+With ``--sandtable-paired`` the stored baseline's own trials are paired with this run's
+by seed (:func:`paired_outcomes`: the candidate's trial of a task and the stored trial of
+that task with the same trial seed), and each task runs a ``sequential.PairedRegression``,
+a sequential McNemar test on the discordant pairs, fed the pairs in trial order
+(:func:`feed`: a pair with an errored side is not counted).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from tabulate import tabulate  # type: ignore[import-untyped,unused-ignore]
 from ..sequential.confseq import interval
 from ..sequential.design import Design
 from ..sequential.multiple import e_bh
-from ..sequential.regression import StoredRegression
+from ..sequential.regression import PairedRegression, StoredRegression
 from ..sequential.sprt import TaskSequence
 from .fmt import count, format_cost, pct_range, plural
 from .types import AdaptiveDesign, AdaptiveRegression, AdaptiveSection, AdaptiveTask
@@ -65,7 +71,94 @@ def stored_regression(counts: tuple[int, int], design: Design, alpha: float) -> 
     return StoredRegression(counts[0], counts[1], alpha=alpha, beta=design.beta, cap=design.cap)
 
 
-def task_settled(seq: TaskSequence, reg: StoredRegression | None) -> bool:
+Regression = StoredRegression | PairedRegression
+# a task's paired baseline outcomes, by this run's trial number: True passed, False
+# failed, None errored (a trial number without a stored trial of its seed is absent)
+Pairs = Mapping[int, bool | None]
+
+
+def paired_outcomes(doc: Mapping[str, Any] | None, run_seed: int,
+                    cap: int) -> dict[tuple[str, str], dict[int, bool | None]]:
+    """A stored baseline's trials paired with this run's by seed: per (domain name, task
+    id), for each of this run's trial numbers 1 to ``cap`` whose trial seed
+    (``engine.trial.trial_seed`` of this run's seed) a stored trial of the task has, that
+    trial's outcome. With the same run seed a stored trial n pairs with this run's trial n;
+    a task none of whose stored trials shares a seed is left out (nothing to pair)."""
+    from ..engine.trial import trial_seed
+
+    stored: dict[tuple[str, str, int], bool | None] = {}
+    for t in (doc or {}).get("trials") or ():
+        verdict = str(t.get("verdict"))
+        stored[(str(t.get("domain")), str(t.get("task")), int(t.get("seed") or 0))] = (
+            None if verdict == "errored" else verdict == "passed")
+    out: dict[tuple[str, str], dict[int, bool | None]] = {}
+    for domain, task in sorted({(d, t) for d, t, _ in stored}):
+        found: dict[int, bool | None] = {}
+        for n in range(1, cap + 1):
+            seed = trial_seed(run_seed, domain, task, n)
+            if (domain, task, seed) in stored:
+                found[n] = stored[(domain, task, seed)]
+        if found:
+            out[(domain, task)] = found
+    return out
+
+
+def paired_problem(doc: Mapping[str, Any], run_seed: int, cap: int, given: str) -> str | None:
+    """Why a stored baseline cannot be paired with this run (``--sandtable-paired``), or
+    None: it has no trials with their seeds, or none of its trials' seeds is one this
+    run's trials of the task will have (it ran with another ``--sandtable-seed``)."""
+    trials = (doc or {}).get("trials") or ()
+    if not trials:
+        return (f"{given} has no trials with their seeds to pair with (its results.json lists none); "
+                f"give a baseline whose results.json keeps its trials, or leave out --sandtable-paired "
+                f"to test against its counts")
+    if paired_outcomes(doc, run_seed, cap):
+        return None
+    theirs = (doc.get("run") or {}).get("run_seed")
+    why = (f"it ran with --sandtable-seed={theirs}, this run with {run_seed}; give --sandtable-seed={theirs}"
+           if theirs is not None and theirs != run_seed else "its trials' seeds are not this run's")
+    return f"no trial of {given} has the seed of this run's trial of its task: {why}"
+
+
+def paired_alpha(alpha: float, m: int) -> float:
+    """The level of each task's paired test: ``alpha`` over m, the tasks with a paired test
+    (a stored baseline's tasks with pairs; with the baseline agent, the collected tasks).
+    A task's test says "regressed" once its e-value reaches m / alpha, which is what e-BH
+    across m tasks needs to flag one task alone; at ``alpha`` itself a task would stop at
+    1/alpha, an e-value e-BH could not flag in a suite of more than one task."""
+    return alpha / max(m, 1)
+
+
+def paired_regression(design: Design, alpha: float) -> PairedRegression:
+    """A task's paired regression test: at ``alpha`` (:func:`paired_alpha`), with the design's beta and cap."""
+    return PairedRegression(alpha=alpha, beta=design.beta, cap=design.cap)
+
+
+def feed(seq: TaskSequence, reg: Regression | None, trial: int, passed: bool, pairs: Pairs | None = None,
+         last: int | None = None) -> None:
+    """One graded outcome of a task, trial ``trial``, into its verdict and its regression
+    test (the same in the run that decides and in the report). A paired test takes the
+    pair if the baseline's trial of that seed was graded; it closes (inconclusive) after
+    ``last``, the last trial a stored baseline has (None: the baseline agent's, each trial
+    has one), and once the task's verdict is settled with no more
+    drops than gains so far (ties say nothing: without this, a task both builds always
+    pass would run to the cap; stopping a sequential test early never breaks its bound)."""
+    if seq.verdict is None:
+        seq.observe(passed)
+    if reg is None or reg.verdict is not None:
+        return
+    if isinstance(reg, StoredRegression):
+        reg.observe(passed)
+        return
+    base = pairs.get(trial) if pairs is not None else None
+    if base is not None:
+        reg.observe(base, passed)
+    if reg.verdict is None and ((last is not None and trial >= last) or (seq.verdict is not None
+                                                                         and reg.drops <= reg.gains)):
+        reg.close()
+
+
+def task_settled(seq: TaskSequence, reg: Regression | None) -> bool:
     """A task takes no more trials once its verdict and its regression test (if any) are settled."""
     return seq.verdict is not None and (reg is None or reg.verdict is not None)
 
@@ -83,6 +176,8 @@ def adaptive_section(
     stopped: str | None = None,
     baseline: BaselineCounts | None = None,
     regression_alpha: float | None = None,
+    pairs: Mapping[tuple[str, str], Pairs] | None = None,
+    in_job: bool = False,
 ) -> AdaptiveSection:
     """The ``adaptive`` section: ``trials`` are TrialResults (or anything with their
     ``domain``, ``task``, ``trial`` and ``verdict``); ``tasks`` the (domain, task) of every
@@ -90,7 +185,11 @@ def adaptive_section(
     stopped handing out trials (``max_trials`` or ``max_cost``), if a budget ran out.
     ``baseline``: a stored baseline's counts per task (:func:`baseline_counts`); each task
     it has gets a regression test at ``regression_alpha`` (default: the design's alpha),
-    and the section a ``regression`` part, e-BH across those tasks."""
+    and the section a ``regression`` part, e-BH across those tasks. ``pairs``: instead, the
+    paired design (:func:`paired_outcomes`): each task with pairs gets a paired test.
+    ``in_job``: those pairs are the baseline agent's trials of this run
+    (``--sandtable-baseline-agent``): every task gets a paired test, at alpha over the
+    tasks."""
     d = Design(p0=design["p0"], p1=design["p1"], alpha=design["alpha"], beta=design["beta"], cap=design["cap"])
     ralpha = regression_alpha if regression_alpha is not None else d.alpha
     by_task: dict[tuple[str, str], list[tuple[int, str]]] = {key: [] for key in tasks}
@@ -99,11 +198,15 @@ def adaptive_section(
         spent += 1
         by_task.setdefault((str(t.domain), str(t.task)), []).append((int(t.trial), str(t.verdict)))
     entries: list[AdaptiveTask] = []
+    task_alpha = paired_alpha(ralpha, len(by_task) if in_job else len(pairs or {}))
     for (domain, task), ran in sorted(by_task.items()):
         ran.sort()
         seq = TaskSequence(d)
-        found = baseline.get((domain, task)) if baseline is not None else None
-        reg = stored_regression(found, d, ralpha) if found is not None else None
+        found = baseline.get((domain, task)) if baseline is not None and pairs is None else None
+        paired = pairs.get((domain, task), {} if in_job else None) if pairs is not None else None
+        reg: Regression | None = (stored_regression(found, d, ralpha) if found is not None else
+                                  paired_regression(d, task_alpha) if paired is not None else None)
+        last = None if in_job or not paired else max(paired)
         stopped_at: int | None = None
         uncounted: list[int] = []
         for trial, verdict in ran:
@@ -112,11 +215,10 @@ def adaptive_section(
                 continue
             if verdict == "errored":
                 continue
-            passed = verdict == "passed"
-            if seq.verdict is None and seq.observe(passed) is not None:
+            was = seq.verdict
+            feed(seq, reg, trial, verdict == "passed", paired, last)
+            if was is None and seq.verdict is not None:
                 stopped_at = trial
-            if reg is not None and reg.verdict is None:
-                reg.observe(passed)
         low, high = interval(seq.passes, seq.n, LEVEL)
         entry: AdaptiveTask = {
             "domain": domain,
@@ -131,7 +233,10 @@ def adaptive_section(
             "interval": [low, high],
             "uncounted": uncounted,
         }
-        if found is not None and reg is not None:
+        if isinstance(reg, PairedRegression):
+            entry["regression"] = {"verdict": reg.verdict or "open", "e_value": reg.e_value, "graded": reg.n,
+                                   "pairs": [reg.drops, reg.gains]}
+        elif found is not None and reg is not None:
             entry["regression"] = {"verdict": reg.verdict or "open", "e_value": reg.e_value, "graded": reg.n,
                                    "floor": reg.floor, "baseline": [found[0], found[1]]}
         entries.append(entry)
@@ -145,27 +250,35 @@ def adaptive_section(
         "counts": counts,
         "tasks": entries,
     }
-    if baseline is not None:
+    if pairs is not None:
+        section["regression"] = regression_part(entries, ralpha, "paired")
+        section["regression"]["task_alpha"] = task_alpha
+    elif baseline is not None:
         section["regression"] = regression_part(entries, ralpha)
     return section
 
 
-def regression_part(entries: Sequence[AdaptiveTask], alpha: float) -> AdaptiveRegression:
+def regression_part(entries: Sequence[AdaptiveTask], alpha: float, design: str = "stored") -> AdaptiveRegression:
     """e-BH at ``alpha`` on the stopped e-values of the tasks with a regression test: the
     flagged tasks (largest e-value first), named as the summary names them."""
     several = len({e["domain"] for e in entries}) > 1
     e_values = {task_name(e["domain"], e["task"], several): e["regression"]["e_value"]
                 for e in entries if "regression" in e}
-    return {"design": "stored", "alpha": alpha, "method": "e-BH", "tasks": len(e_values),
+    return {"design": design, "alpha": alpha, "method": "e-BH", "tasks": len(e_values),
             "flagged": e_bh(e_values, alpha) if e_values else []}
 
 
 def regression_line(part: AdaptiveRegression) -> str:
     """``regressed (sequential, e-BH at alpha 0.05): task-a, task-b``, or that none did."""
-    how = f"sequential, e-BH at alpha {part['alpha']:g}"
+    how = regression_how(part)
     if part["flagged"]:
         return f"regressed ({how}): {', '.join(part['flagged'])}"
     return f"no task regressed ({how}; {plural(part['tasks'], 'task')} in the baseline)"
+
+
+def regression_how(part: AdaptiveRegression) -> str:
+    """``sequential, e-BH at alpha 0.05`` (``paired sequential, ...`` in the paired design)."""
+    return f"{'paired ' * (part['design'] == 'paired')}sequential, e-BH at alpha {part['alpha']:g}"
 
 
 def honest_intervals(summary: Any, section: AdaptiveSection) -> None:
@@ -234,9 +347,14 @@ def terminal_lines(section: AdaptiveSection) -> list[str]:
 
 
 def regression_cell(e: AdaptiveTask) -> str:
-    """``regressed after 7 (32/32 before, e-value 58)``, or ``not in the baseline``."""
+    """``regressed after 7 (32/32 before, e-value 58)``, ``regressed after 9 pairs (5 drops,
+    0 gains; e-value 21.3)`` in the paired design, or ``not in the baseline``."""
     r = e.get("regression")
     if r is None:
         return "not in the baseline"
+    if "pairs" in r:
+        drops, gains = r["pairs"]
+        return (f"{r['verdict']} after {plural(r['graded'], 'pair')} ({plural(drops, 'drop')}, "
+                f"{plural(gains, 'gain')}; e-value {r['e_value']:.3g})")
     b = r["baseline"]
     return f"{r['verdict']} after {r['graded']} ({b[0]}/{b[1]} before, e-value {r['e_value']:.3g})"

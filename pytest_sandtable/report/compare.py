@@ -398,7 +398,7 @@ def _tasks_of(doc: Mapping[str, Any]) -> dict[_Key, _Task]:
             acc.passed += 1
         seen: set[tuple[str, str]] = set()
         for c in t.get("checks") or []:
-            if c.get("passed"):
+            if c.get("passed") or c.get("counted") is False:  # (issue 22: not counted: no failure mode)
                 continue
             mode = (str(c.get("kind", "")), str(c.get("id", "")))
             if mode in seen:

@@ -420,18 +420,23 @@ def _gate(gate: Gate) -> str:
 # The data, a dict of lists (a mark: ``[soft, invariant, detail, quote]``; a key other than
 # chat, diff and meta is left out when the trial has nothing of it):
 #   err     [kind, text]: an errored trial's box (kind "errored") or a note (kind "note")
-#   failed  [[kind, check, detail], ...]: the failed checks
+#   failed  [[kind, check, detail], ...]: the failed checks that count
+#   uncounted  the same, of the failed checks of kinds the task's basis leaves out (issue 22)
 #   owner   [owner, evidence]: the likely owner
 #   chat    the transcript's items, or None for no conversation: ["call", ok, tool, args,
 #           result, fault note, marks] with result (:func:`_result_data`) ["s", flat], ["l",
-#           start, bracket, items] or ["p", start, text], or ["e", code, message] (an error);
+#           start, bracket, items] or ["p", start, text], or ["e", code, message] (an error),
+#           and an eighth item, who made the call, when not the agent ("user": the simulated
+#           user's own call, with no marks; "setup", "history", "sync": issue 22);
 #           ["miss", i] (a call not in the calls); ["ev", note] (a task's event); ["msg", who,
 #           text, marks]; ["gap", text] (entries not shown); ["rules", marks] (rules broken in
 #           entries not shown)
 #   tb      where the agent raised
 #   diff    [["c" | "d", table, key, fields] | ["u", table, key, field, before, after], ...]
 #   diffnote  how many world changes are not shown
-#   checks  [label, [[passed, kind, check, detail], ...]]: every check
+#   udiff, udiffnote  the same of the user's world (dual control's ``diff.user``), when it has one
+#   checks  [label, [[passed, kind, check, detail], ...]]: every check, a fifth item false
+#           for one that is not counted
 #   soft    [[invariant, detail] | text of those not shown, ...]
 #   meta    [agent, user, agent turns' latency ("" for none), location ("" for none)]
 
@@ -456,8 +461,13 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
         code, message = (err["code"], err["message"]) if err else (None, None)
         result = ["e", str(code), str(message)]
     fault = fault_note(c["fault"]) if c.get("fault") else ""
-    return ["call", bool(c["ok"]), tool, args, result, fault,
-            _mark_data(by_call.pop(c["index"], []))]
+    by = c.get("by")
+    if by == "user":  # dual control: the simulated user's own call, which breaks no rule of the agent's
+        return ["call", bool(c["ok"]), tool, args, result, fault, [], "user"]
+    item = ["call", bool(c["ok"]), tool, args, result, fault, _mark_data(by_call.pop(c["index"], []))]
+    if by:  # (issue 22: a setup, history or sync call)
+        item.append(str(by))
+    return item
 
 
 def _result_data(value: Any) -> list[Any]:
@@ -550,9 +560,14 @@ def _trial_data(t: StoredTrial) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if t["error"]:  # errored, or a graded trial whose record lost a field that could not be written
         data["err"] = ["errored" if v == "errored" else "note", str(t["error"])]
-    failed = [[str(c["kind"]), str(c["id"]), str(c["detail"])] for c in t["checks"] if not c["passed"]]
+    failed = [[str(c["kind"]), str(c["id"]), str(c["detail"])] for c in t["checks"]
+              if not c["passed"] and c.get("counted") is not False]
     if failed:
         data["failed"] = failed
+    uncounted = [[str(c["kind"]), str(c["id"]), str(c["detail"])] for c in t["checks"]
+                 if not c["passed"] and c.get("counted") is False]
+    if uncounted:  # issue 22: kinds the task's basis leaves out, checked and shown, never failing the trial
+        data["uncounted"] = uncounted
     a = t.get("attribution")
     if isinstance(a, Mapping) and a.get("owner"):
         data["owner"] = [str(a["owner"]), str(a.get("evidence", ""))]
@@ -563,10 +578,16 @@ def _trial_data(t: StoredTrial) -> dict[str, Any]:
     data["diff"], note = _diff_data(t["diff"])
     if note:
         data["diffnote"] = note
+    user_diff = t["diff"].get("user")  # dual control: the caller's own world, beside the agent's
+    if user_diff is not None:
+        data["udiff"], note = _diff_data(user_diff)
+        if note:
+            data["udiffnote"] = note
     checks = t["checks"]
     if checks:
         data["checks"] = [f'{"All " if len(checks) > 1 else ""}{plural(len(checks), "check")}',
-                          [[bool(c["passed"]), str(c["kind"]), str(c["id"]), str(c["detail"])] for c in checks]]
+                          [[bool(c["passed"]), str(c["kind"]), str(c["id"]), str(c["detail"])]
+                           + ([False] if c.get("counted") is False else []) for c in checks]]
     soft = [s for s in t["violations"] if s["soft"]]
     if soft:
         first, hidden, last = shown_items(soft)
@@ -593,7 +614,8 @@ def _item_html(item: Sequence[Any]) -> str:
     """One item of a transcript's data as HTML."""
     kind = item[0]
     if kind == "call":
-        _, ok, tool, args, result, fault, marks = item
+        ok, tool, args, result, fault, marks = item[1:7]
+        by = item[7] if len(item) > 7 else ""
         if result[0] == "s":
             body = f'<code class="res">→ {e(result[1])}</code>'
         elif result[0] in ("l", "p"):
@@ -603,8 +625,14 @@ def _item_html(item: Sequence[Any]) -> str:
         else:
             body = f'<code class="res err">✗ error {e(result[1])}: {e(result[2])}</code>'
         body += f'<div class="muted">{e(fault)}</div>' if fault else ""
-        return (f'<li class="call {"ok" if ok else "err"}"><span class="who">tool</span><div class="body">'
-                f'<code class="sig"><b>{e(tool)}</b>({e(args)})</code>{body}{_marks(marks)}</div></li>')
+        head = f'<code class="sig"><b>{e(tool)}</b>({e(args)})</code>'
+        cls = "ok" if ok else "err"
+        if by == "user":  # dual control: the simulated user's own call
+            return (f'<li class="call {cls} by-user"><span class="who">user called</span><div class="body">{head}'
+                    f"{body}</div></li>")
+        who = f"tool · {e(by)}" if by else "tool"  # (issue 22: a setup, history or sync call)
+        return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
+                f"{_marks(marks)}</div></li>")
     if kind == "miss":
         return f'<li class="call err"><code>(missing call {e(item[1])})</code></li>'
     if kind == "ev":
@@ -654,6 +682,11 @@ def _body_html(data: Mapping[str, Any]) -> str:
     if failed:
         rows = [[f"<code>{e(kind)}</code>", f"<code>{e(check)}</code>", e(detail)] for kind, check, detail in failed]
         body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
+    uncounted = data.get("uncounted")
+    if uncounted:
+        rows = [[f"<code>{e(kind)}</code>", f"<code>{e(check)}</code>", e(detail)] for kind, check, detail in uncounted]
+        body.append('<h4>Failed checks, not counted</h4><p class="muted small">of kinds the task\'s basis leaves '
+                    'out: they never fail the trial</p>' + _table(["kind", "check", "detail"], rows, "checks"))
     owner = data.get("owner")
     if owner:
         body.append(f'<div class="box owner"><b>likely owner: <span class="who-owns">{e(owner[0])}</span></b>'
@@ -667,10 +700,15 @@ def _body_html(data: Mapping[str, Any]) -> str:
     body.append("<h4>World diff</h4>" + _diff_html(data.get("diff") or ()))
     if data.get("diffnote"):
         body.append(f'<p class="muted small">{e(data["diffnote"])}</p>')
+    if "udiff" in data:
+        body.append("<h4>User world diff</h4>" + _diff_html(data["udiff"]))
+        if data.get("udiffnote"):
+            body.append(f'<p class="muted small">{e(data["udiffnote"])}</p>')
     checks = data.get("checks")
     if checks:
-        rows = [[_badge("passed" if ok else "failed", "pass" if ok else "fail"), f"<code>{e(kind)}</code>",
-                 f"<code>{e(check)}</code>", e(detail)] for ok, kind, check, detail in checks[1]]
+        rows = [[_badge("passed" if c[0] else "failed", "pass" if c[0] else "fail")
+                 + (' <span class="muted">not counted</span>' if len(c) > 4 else ""),
+                 f"<code>{e(c[1])}</code>", f"<code>{e(c[2])}</code>", e(c[3])] for c in checks[1]]
         body.append(f'<details class="all-checks"><summary>{e(checks[0])}</summary>'
                     f'{_table(["", "kind", "check", "detail"], rows, "checks")}</details>')
     soft = data.get("soft")
@@ -726,7 +764,7 @@ def _trial_head(t: StoredTrial) -> str:
         bits.append(f'<span class="muted">ended by {e(t["ended_by"])}</span>')
     bits.append(f'<span class="muted">{e(plural(t["turns"], "turn"))} · {e(plural(len(t["calls"]), "call"))}'
                 f' · seed {e(t["seed"])} · {e(duration(t["duration"]))}</span>')
-    failed = [c for c in t["checks"] if not c["passed"]]
+    failed = [c for c in t["checks"] if not c["passed"] and c.get("counted") is not False]  # (issue 22)
     if failed:
         bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
     return " ".join(bits)
@@ -970,8 +1008,13 @@ _JS = r"""
         r[0] === 'l' ? h('details', 'res', h('summary', '', '\u2192 ' + r[1] + '\u2026'), pre(r[2] + '\n' +
           r[3].map(function(x){ return ' ' + x; }).join(',\n') + '\n' + (r[2] === '[' ? ']' : '}'))) :
         code('\u2717 error ' + r[1] + ': ' + r[2], 'res err');
-      return h('li', 'call ' + (x[1] ? 'ok' : 'err'), h('span', 'who', 'tool'), h('div', 'body',
-        h('code', 'sig', h('b', '', x[2]), '(' + x[3] + ')'), res, x[5] ? h('div', 'muted', x[5]) : null, marks(x[6])));
+      var by = x[7] || '', sig = h('code', 'sig', h('b', '', x[2]), '(' + x[3] + ')'), fault = x[5] ?
+        h('div', 'muted', x[5]) : null;
+      if(by === 'user')  // dual control: the simulated user's own call
+        return h('li', 'call ' + (x[1] ? 'ok' : 'err') + ' by-user', h('span', 'who', 'user called'),
+          h('div', 'body', sig, res, fault));
+      return h('li', 'call ' + (x[1] ? 'ok' : 'err'), h('span', 'who', by ? 'tool \u00b7 ' + by : 'tool'),
+        h('div', 'body', sig, res, fault, marks(x[6])));
     }
     if(k === 'miss') return h('li', 'call err', code('(missing call ' + x[1] + ')'));
     if(k === 'ev') return h('li', 'msg gap', h('span', 'who', 'world'), h('div', 'body', x[1]));
@@ -981,26 +1024,36 @@ _JS = r"""
     return h('li', 'msg agent', h('span', 'who', 'rules'), h('div', 'body', marks(x[1])));
   }
   var changes = {c: ['passed', 'created'], u: ['flaky', 'changed'], d: ['failed', 'deleted']};
+  function diff(rows){
+    return rows && rows.length ? table(['', 'table', 'key', 'row / field'], rows.map(function(r){
+      return [badge(changes[r[0]][0], changes[r[0]][1]), code(r[1]), code(r[2]), r[0] === 'u' ?
+        [code(r[3]), ': ', code(r[4], 'before'), ' \u2192 ', code(r[5], 'after')] : code(r[3])];
+    }), 'diff') : h('p', 'muted', 'The world did not change.');
+  }
   function trialBody(d){
     var out = document.createDocumentFragment(), e = d.err;
     if(e) out.append(e[0] === 'errored' ? h('div', 'box error', h('b', '', 'errored'),
       ' (not graded; left out of pass^k): ' + e[1]) : h('div', 'box error', h('b', '', 'note'), ': ' + e[1]));
     if(d.failed) add(out, [h('h4', '', 'Failed checks'), table(['kind', 'check', 'detail'], d.failed.map(function(c){
       return [code(c[0]), code(c[1]), c[2]]; }), 'checks bad')]);
+    if(d.uncounted) add(out, [h('h4', '', 'Failed checks, not counted'), h('p', 'muted small', 'of kinds the ' +
+      'task\'s basis leaves out: they never fail the trial'), table(['kind', 'check', 'detail'],
+      d.uncounted.map(function(c){ return [code(c[0]), code(c[1]), c[2]]; }), 'checks')]);
     if(d.owner) out.append(h('div', 'box owner', h('b', '', 'likely owner: ', h('span', 'who-owns', d.owner[0])), ' ',
       h('span', 'evidence', d.owner[1])));
     add(out, [h('h4', '', 'Transcript'), d.chat ? h('ol', 'chat', d.chat.map(item)) :
       h('p', 'muted', 'No conversation took place.')]);
     if(d.tb) out.append(h('details', 'tb', h('summary', '', 'Where the agent raised'), pre(d.tb)));
-    add(out, [h('h4', '', 'World diff'), d.diff && d.diff.length ? table(['', 'table', 'key', 'row / field'],
-      d.diff.map(function(r){
-        return [badge(changes[r[0]][0], changes[r[0]][1]), code(r[1]), code(r[2]), r[0] === 'u' ?
-          [code(r[3]), ': ', code(r[4], 'before'), ' \u2192 ', code(r[5], 'after')] : code(r[3])];
-      }), 'diff') : h('p', 'muted', 'The world did not change.')]);
+    add(out, [h('h4', '', 'World diff'), diff(d.diff)]);
     if(d.diffnote) out.append(h('p', 'muted small', d.diffnote));
+    if(d.udiff){  // dual control: the user's own world
+      add(out, [h('h4', '', 'User world diff'), diff(d.udiff)]);
+      if(d.udiffnote) out.append(h('p', 'muted small', d.udiffnote));
+    }
     if(d.checks) out.append(h('details', 'all-checks', h('summary', '', d.checks[0]), table(['', 'kind', 'check',
       'detail'], d.checks[1].map(function(c){
-        return [badge(c[0] ? 'passed' : 'failed', c[0] ? 'pass' : 'fail'), code(c[1]), code(c[2]), c[3]]; }),
+        return [[badge(c[0] ? 'passed' : 'failed', c[0] ? 'pass' : 'fail'), c.length > 4 ? [' ',
+          h('span', 'muted', 'not counted')] : null], code(c[1]), code(c[2]), c[3]]; }),
       'checks')));
     if(d.soft) add(out, [h('h4', '', 'Soft rules broken (reported, never fail a trial)'), h('ul', '',
       d.soft.map(function(s){
@@ -1551,8 +1604,10 @@ def _adaptive(section: Mapping[str, Any] | None) -> str:
         headers.append("against the baseline")
         for row, t in zip(rows, section.get("tasks") or ()):
             row.append(e(regression_cell(t)))  # type: ignore[arg-type]
+        against = ("each task's trials paired with the baseline's of the same seeds, a sequential McNemar test"
+                   if part.get("design") == "paired" else "each task against the stored baseline's exact lower bound")
         regression = (f'<p class="regression"><strong>{e(regression_line(part))}</strong> '  # type: ignore[arg-type]
-                      '<span class="muted">(each task against the stored baseline\'s exact lower bound; e-BH '
+                      f'<span class="muted">({e(against)}; e-BH '
                       "bounds the share of false alarms among the flagged tasks)</span></p>")
     return ('<section id="adaptive"><h2>Adaptive trials <span class="muted small">(each task stopped once its '
             "verdict was settled)</span></h2>"

@@ -190,6 +190,9 @@ def _task_changes(original: Domain, edited: Domain, tasks: Mapping[str, bool], w
                 yield f"tasks[{task_id}].{field} changed ({at}): the agent's calls met the old ones"
         if by_reference and old.reference != new.reference:
             yield f"tasks[{task_id}].reference changed ({at}): the reference agent played the old one"
+        for field in ("setup", "history", "solo", "ticket"):  # issue 22, part B (compared without their lines)
+            if getattr(old, field) != getattr(new, field):
+                yield f"tasks[{task_id}].{field} changed ({at}): the trials started from the old one"
 
 
 def changes_given(original: Domain, edited: Domain, tasks: Mapping[str, bool], where: str) -> list[str]:

@@ -69,7 +69,7 @@ __all__ = [
     "write_run",
 ]
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 _MAJOR, _MINOR = (int(x) for x in SCHEMA_VERSION.split("."))
 RESULTS_FILE = "results.json"
 REPORT_FILE = "report.html"

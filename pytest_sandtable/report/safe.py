@@ -125,7 +125,9 @@ _LINE_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETI
 _COMPACT_SURE = _FAST_LIMIT * 2 // 3
 # a stored trial's checks' and rules broken's keys, in the order to_dict() gives them (its
 # own: engine.results._FIELDS)
-_CHECK_KEYS = tuple(f.name for f in fields(Check))
+_CHECK_KEYS = tuple(f.name for f in fields(Check) if f.name != "counted")
+# a check the task's basis leaves out has its `counted: false` too (issue 22)
+_UNCOUNTED_CHECK_KEYS = (*_CHECK_KEYS, "counted")
 _VIOLATION_KEYS = tuple(f.name for f in fields(Violation))
 
 
@@ -667,7 +669,7 @@ def stored_line(d: Mapping[str, Any], secrets: Sequence[str],
     the one field the walk changes whatever its size; its JSON within the smaller cap, so
     no string, argument, result or world value in it is over one; and no secret in that
     JSON. The stored trial is a shallow copy of ``d``: it shares ``d``'s values."""
-    if tuple(d) != _TRIAL_KEYS or not _rows(d["checks"], _CHECK_KEYS) or not _rows(d["violations"], _VIOLATION_KEYS):
+    if tuple(d) != _TRIAL_KEYS or not _check_rows(d["checks"]) or not _rows(d["violations"], _VIOLATION_KEYS):
         return None
     stored = dict(d)
     try:
@@ -680,6 +682,14 @@ def stored_line(d: Mapping[str, Any], secrets: Sequence[str],
         return None
     # the strict pass showed it holds no NaN, which orjson would write as null
     return stored, _compact_text(stored) or text
+
+
+def _check_rows(rows: Any) -> bool:
+    """Whether ``rows`` are checks as ``TrialResult.to_dict`` gives them (issue 22: with
+    ``counted`` only when it is false)."""
+    return isinstance(rows, list) and all(
+        type(r) is dict and (tuple(r) == _CHECK_KEYS or (tuple(r) == _UNCOUNTED_CHECK_KEYS and r["counted"] is False))
+        for r in rows)
 
 
 def _rows(rows: Any, keys: tuple[str, ...]) -> bool:

@@ -133,6 +133,12 @@ def _failure_text(r: TrialResult) -> str:
             lines.append(f"  {c.kind:<{w_kind}}  {c.id:<{w_id}}  {c.detail}")
             if c.kind == "invariant" and c.id in quotes:
                 lines.append(f"  {'':<{w_kind}}  {'':<{w_id}}  policy: {format_literal(quotes[c.id] or '')}")
+    uncounted = r.uncounted_failed_checks  # issue 22: of kinds the task's basis leaves out
+    if uncounted:
+        lines.append("  not counted (kinds the task's basis leaves out; never fail a trial):")
+        w_kind = max(len(c.kind) for c in uncounted)
+        w_id = max(len(c.id) for c in uncounted)
+        lines.extend(f"    {c.kind:<{w_kind}}  {c.id:<{w_id}}  {c.detail}" for c in uncounted)
     soft = [v for v in r.violations if v.soft]
     if soft:
         lines.append("  soft rules broken (reported, never fail a trial):")
@@ -169,7 +175,12 @@ def _transcript_text(r: TrialResult) -> str:
             continue
         if e["role"] == "tool":
             c = r.calls[e["call"]]
-            head = f"[{c['turn']}] agent -> {c['tool']}({_args(c['args'])})"
+            head = f"[{c['turn']}] {c.get('by', 'agent')} -> {c['tool']}({_args(c['args'])})"  # (issue 22: by)
+            if c.get("by") == "user":  # dual control: the simulated user's own call, on one line
+                err = c["error"] or {}
+                got = _short_json(c["result"]) if c["ok"] else f"error {err.get('code')}: {err.get('message')}"
+                out.append(f"[{c['turn']}] user called {c['tool']}({_args(c['args'])}) -> {got}")
+                continue
             if c["ok"]:
                 out.append(f"{head}\n        = {_short_json(c['result'])}")
             else:

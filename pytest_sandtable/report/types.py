@@ -240,10 +240,11 @@ class Summary(TypedDict):
 
 
 class StoredCheck(TypedDict):
-    kind: str  # invariant | state | called | not_called | reply | runtime
+    kind: str  # invariant | state | called | not_called | reply | assert | runtime
     id: str
     passed: bool
     detail: str
+    counted: NotRequired[Literal[False]]  # (issue 22) a kind the task's basis leaves out; absent: it counts
 
 
 class StoredViolation(TypedDict):
@@ -271,6 +272,7 @@ class StoredCall(TypedDict):
     error: CallError | None
     violations: list[str]
     fault: NotRequired[dict[str, Any]]  # the task's fault the call met; only on a faulted call
+    by: NotRequired[str]  # (issue 22) who made it when not the agent: user, sync, setup, history
 
 
 class Message(TypedDict):
@@ -323,6 +325,7 @@ class Diff(TypedDict):
     created: list[CreatedRow]
     changed: list[ChangedRow]
     deleted: NotRequired[list[CreatedRow]]  # since 1.3, only when a row was deleted
+    user: NotRequired[Diff]  # the user world's changes (dual control), only for a domain with one
 
 
 class TrialUsage(TypedDict, total=False):
@@ -460,13 +463,15 @@ class AdaptiveDesign(TypedDict):
 
 
 class AdaptiveTaskRegression(TypedDict):
-    """With a stored baseline: one task's sequential regression test (sequential.StoredRegression)."""
+    """With a stored baseline: one task's sequential regression test (sequential.StoredRegression;
+    with --sandtable-paired, sequential.PairedRegression: ``pairs`` in place of ``floor`` and ``baseline``)."""
 
     verdict: str  # regressed | no-regression | inconclusive | open
-    e_value: float  # the likelihood ratio of a drop against the baseline's floor, at the stop
-    graded: int  # graded trials the test counted
-    floor: float  # the baseline's exact lower bound at alpha/2
-    baseline: list[int]  # [passes, graded] of the task in the baseline
+    e_value: float  # the stopped e-value of a drop (against the floor; paired: the McNemar mixture)
+    graded: int  # graded trials the test counted (paired: pairs counted, both sides graded)
+    floor: NotRequired[float]  # the baseline's exact lower bound at alpha/2
+    baseline: NotRequired[list[int]]  # [passes, graded] of the task in the baseline
+    pairs: NotRequired[list[int]]  # paired: [drops, gains], the discordant pairs counted
 
 
 class AdaptiveTask(TypedDict):
@@ -489,11 +494,13 @@ class AdaptiveTask(TypedDict):
 class AdaptiveRegression(TypedDict):
     """With a stored baseline: the tasks e-BH flags from their stopped regression e-values."""
 
-    design: str  # "stored"
+    design: str  # "stored", or "paired" (--sandtable-paired)
     alpha: float
     method: str  # "e-BH"
     tasks: int  # tasks with a regression test (in the baseline and in this run)
     flagged: list[str]  # task names (domain/task with several domains), largest e-value first
+    task_alpha: NotRequired[float]  # paired: each task's test's level, alpha over the baseline's tasks with pairs
+    baseline_agent: NotRequired[str]  # --sandtable-baseline-agent: the baseline build's spec (credentials removed)
 
 
 class AdaptiveSection(TypedDict):
