@@ -28,11 +28,14 @@ PLANTED = '<img src=x onerror="window.__pwned=1"></script><script>window.__pwned
 
 
 def _call(i: int, turn: int, tool: str, args: dict[str, Any], result: Any = None, *, ok: bool = True,
-          error: dict[str, Any] | None = None, fault: dict[str, Any] | None = None) -> dict[str, Any]:
+          error: dict[str, Any] | None = None, fault: dict[str, Any] | None = None,
+          by: str | None = None) -> dict[str, Any]:
     call: dict[str, Any] = {"index": i, "turn": turn, "tool": tool, "args": args, "ok": ok,
                             "result": result if ok else None, "error": error, "violations": []}
     if fault:
         call["fault"] = fault
+    if by:
+        call["by"] = by
     return call
 
 
@@ -84,6 +87,34 @@ def _trials() -> list[dict[str, Any]]:
     hidden_rule = [{"invariant": "hard-hidden", "kind": "never", "soft": False, "detail": "in a hidden turn",
                     "turn": 100, "call": None, "quote": None}]
     many_changes = {"created": [{"table": "t", "key": i, "row": {"v": i}} for i in range(410)], "changed": []}
+    # dual control (issue 22): calls by the user, a setup step, history and sync; a check of a kind the
+    # task's basis leaves out, failed and passed; the user's own world changed (past the entry limit)
+    dual_calls = [
+        _call(0, 0, "reset_line", {"line": PLANTED}, {"ok": True}, by="setup"),
+        _call(1, 0, "past_order", {}, "done", by="history"),
+        _call(2, 1, "toggle_data", {"on": True}, {"data": PLANTED}, by="user"),
+        _call(3, 1, "reboot", {}, ok=False, error={"code": 409, "message": "busy " + PLANTED}, by="user",
+              fault={"fault": 1, "kind": "error", "latency_ms": 0, "after_commit": False, "landed": False}),
+        _call(4, 1, "sync", {}, {"created": [], "changed": []}, by="sync"),
+        _call(5, 2, "check_line", {"line": "L-1"}, {"status": "active"}),
+    ]
+    dual_chat = [{"role": "user", "turn": 0, "text": "my phone has no data"}]
+    dual_chat += [{"role": "tool", "turn": 1, "call": i} for i in range(len(dual_calls))]
+    dual_chat += [{"role": "agent", "turn": 2, "text": "it works now"}]
+    dual_violations = [  # a rule broken at a setup call and at a user's call (not marked on it: listed after)
+        {"invariant": "setup-rule", "kind": "before", "soft": False, "detail": "at setup " + PLANTED, "turn": 0,
+         "call": 0, "quote": "Setup first"},
+        {"invariant": "user-rule", "kind": "before", "soft": False, "detail": "at the user's call", "turn": 1,
+         "call": 2, "quote": None},
+    ]
+    user_world = {"created": [{"table": "apps", "key": i, "row": {"app": f"a{i}"}} for i in range(405)],
+                  "changed": [{"table": "phone", "key": "P-1", "fields": {"data": {"before": False, "after": True},
+                                                                          "who": {"before": "", "after": PLANTED}}}]}
+    dual_checks = [{"kind": "state", "id": "state:line", "passed": False, "detail": "line " + PLANTED},
+                   {"kind": "reply", "id": "reply:said", "passed": False, "detail": "never said " + PLANTED,
+                    "counted": False},
+                   {"kind": "called", "id": "called:toggle", "passed": True, "detail": "", "counted": False},
+                   {"kind": "state", "id": "state:phone", "passed": True, "detail": ""}]
     return [
         _trial(1, "failed", calls=calls, transcript=chat, violations=violations, diff=diff, turns=2,
                checks=[{"kind": "state", "id": "state:x", "passed": False, "detail": PLANTED},
@@ -95,6 +126,12 @@ def _trials() -> list[dict[str, Any]]:
         _trial(3, "passed", error="usage: a field could not be written"),
         _trial(4, "failed", transcript=long_chat, violations=many_soft + hidden_rule, diff=many_changes),
         _trial(5, "passed", diff={"created": [], "changed": []}),
+        _trial(6, "failed", calls=dual_calls, transcript=dual_chat, violations=dual_violations, checks=dual_checks,
+               turns=2, diff={"created": [], "changed": [{"table": "lines", "key": "L-1",
+                                                          "fields": {"status": {"before": "off", "after": "on"}}}],
+                              "user": user_world}),
+        _trial(7, "passed", diff={"created": [], "changed": [], "user": {"created": [], "changed": []}},
+               checks=[{"kind": "reply", "id": "reply:ok", "passed": False, "detail": "left out", "counted": False}]),
     ]
 
 
@@ -127,7 +164,7 @@ def test_a_compressed_trial_is_data_not_markup(tmp_path: Path) -> None:
     html = compressed.read_text(encoding="utf-8")
     assert _z_blocks(full.read_text(encoding="utf-8")) == []
     items = [item for block in _z_blocks(html) for item in block]
-    assert len(items) == 5 and all(isinstance(item, dict) for item in items)  # every trial compressed
+    assert len(items) == 7 and all(isinstance(item, dict) for item in items)  # every trial compressed
     text = json.dumps(items, ensure_ascii=False)
     assert "<li" not in text and "<code" not in text and "&lt;" not in text  # no HTML: the page's script lays it out
     assert KEY not in html and KEY not in text and "your key [redacted] is safe" in text
@@ -157,12 +194,13 @@ def test_a_compressed_trial_shows_what_the_trial_in_full_shows(tmp_path: Path) -
             bodies = "() => Object.fromEntries([...document.querySelectorAll('details.trial')].map(d => " \
                      "[d.id, d.querySelector('.trial-body').innerHTML]))"
             in_full = page.evaluate(bodies)
-            assert len(in_full) == 5
+            assert len(in_full) == 7
+            _dual_control_shown(in_full)
             page.goto(compressed.as_uri())
             assert page.locator("details.trial").count() == 0  # listed in their task's folds
             page.locator("details.group > summary").first.click()
             page.locator("details.group > summary").last.click()
-            page.locator("details.trial").nth(4).wait_for(state="attached", timeout=10_000)
+            page.locator("details.trial").nth(6).wait_for(state="attached", timeout=10_000)
             page.evaluate("document.querySelectorAll('details.trial').forEach(d => { d.open = true; })")
             # (not wait_for_function: it evaluates a string, which the page's CSP refuses)
             expect(page.locator("details.trial .trial-body.lazy")).to_have_count(0, timeout=10_000)
@@ -177,3 +215,26 @@ def test_a_compressed_trial_shows_what_the_trial_in_full_shows(tmp_path: Path) -
             assert errors == [] and requests == [full.as_uri(), compressed.as_uri()]  # no request of their own
         finally:
             browser.close()
+
+
+def _dual_control_shown(bodies: dict[str, str]) -> None:
+    """The trials in full show dual control's four things as the page's markup has them
+    (issue 22), so that the compressed trials must show them too."""
+    six, seven = (next(body for anchor, body in bodies.items() if anchor.endswith(f"-{n}")) for n in (6, 7))
+    assert '<li class="call ok by-user"><span class="who">user called</span><div class="body"><code class="sig">' \
+           "<b>toggle_data</b>" in six
+    assert '<li class="call err by-user"><span class="who">user called</span>' in six
+    assert six.count("by-user") == 2 and six.count('class="viol hard"') == 2  # the user's rule: after, not on it
+    assert '<li class="call ok"><span class="who">tool · setup</span>' in six
+    assert '<span class="who">tool · history</span>' in six and '<span class="who">tool · sync</span>' in six
+    assert '<li class="call ok"><span class="who">tool</span><div class="body"><code class="sig"><b>check_line' in six
+    counted, uncounted = six.split("<h4>Failed checks, not counted</h4>")
+    assert "state:line" in counted and "reply:said" not in counted
+    assert uncounted.startswith('<p class="muted small">of kinds the task\'s basis leaves out: they never fail '
+                                "the trial</p>")
+    assert six.count('<span class="muted">not counted</span>') == 2  # a failed and a passed uncounted check
+    world, user = six.split("<h4>User world diff</h4>")
+    assert "lines" in world and "apps" not in world and "phone" in user
+    assert '<p class="muted small">… [not shown: 6 of 406 world changes; results.json holds every one]</p>' in user
+    assert "<h4>User world diff</h4>" in seven and "Failed checks, not counted" in seven
+    assert "<h4>Failed checks</h4>" not in seven
