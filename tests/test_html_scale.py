@@ -192,10 +192,15 @@ def _big_run(fails: dict[str, set[int]], k: int = 40) -> dict[str, Any]:
     return dict(build_results(trials, meta))
 
 
-def _blocks(html: str) -> dict[str, list[str]]:
+def _blocks(html: str) -> dict[str, list[Any]]:
     """The page's compressed blocks, decoded as the page's script decodes them."""
     found = re.findall(r'<script type="application/octet-stream" id="([^"]+)">([A-Za-z0-9+/=]*)</script>', html)
     return {ref: json.loads(zlib.decompress(base64.b64decode(data), 31)) for ref, data in found}
+
+
+def _text(item: Any) -> str:
+    """An item of a block as text: a line of HTML, or a compressed trial's data as JSON."""
+    return item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
 
 
 def test_past_the_limit_passing_trials_are_compressed_and_failing_ones_shown_first_in_full() -> None:
@@ -233,7 +238,7 @@ def test_past_the_limit_passing_trials_are_compressed_and_failing_ones_shown_fir
     listed = re.findall(r'<details class="trial v-failed" id="trial-1-(\d+)" data-z="(z\d+)\.(\d+)">',
                         "".join(blocks[more.group(1)]))
     assert [int(n) for n, _, _ in listed] == [12, 30]
-    assert "alpha trial 12 said failed" in blocks[listed[0][1]][int(listed[0][2])]
+    assert "alpha trial 12 said failed" in _text(blocks[listed[0][1]][int(listed[0][2])])
     lines = "".join(blocks[passed.group(1)])
     assert re.findall(r'id="trial-1-(\d+)" data-z', lines) == [str(i) for i in range(1, 41) if i not in
                                                                 {3, 7, 9, 12, 30}]
@@ -298,7 +303,7 @@ def test_compressed_trials_hold_no_secret_and_no_lone_surrogate() -> None:
     out = io.StringIO()
     write_report_html(doc, out, secrets=[key], inline_limit=5_000)
     html = out.getvalue()
-    bodies = "".join("".join(items) for items in _blocks(html).values())
+    bodies = "".join(_text(item) for items in _blocks(html).values() for item in items)
     assert key not in html and key not in bodies
     assert bodies.count("the key is [redacted] \ufffd here") == 40
     html.encode("utf-8")  # nothing UTF-8 cannot hold
@@ -353,7 +358,7 @@ def test_with_many_tasks_the_sections_of_tasks_that_passed_every_trial_are_store
     assert [re.findall(r'^<div class="task" id="(task-\d+)"', s) for s in first] == [["task-2"], ["task-3"]]
     listed = re.findall(r'<details class="trial v-passed" id="trial-2-(\d+)" data-z="(z\d+)\.(\d+)">', first[0])
     assert [n for n, _, _ in listed] == ["1", "2", "3", "4"] and 'class="group"' not in first[0]
-    assert "t0 trial 3 said passed" in blocks[listed[2][1]][int(listed[2][2])]
+    assert "t0 trial 3 said passed" in _text(blocks[listed[2][1]][int(listed[2][2])])
     # the tasks table: the flaky task's row in full, the passing tasks' rows in the same folds
     table = html[html.index('<table class="tasks">'):html.index("</table>")]
     assert re.findall(r"<tr (data-filterable[^>]*)>", table) == [

@@ -7,29 +7,33 @@ run). Every piece of text that comes from a transcript, a domain or the run is
 escaped with ``html.escape(..., quote=True)``. Everything but a compressed
 transcript shows without JS: trials are ``<details>`` and navigation is plain links.
 
-The page stays quick to open at any number of trials. :func:`write_report_html`
-writes it piece by piece to a stream and reads the trials once. While all trials'
-HTML fits in :data:`INLINE_LIMIT` characters, every trial is in the page in full;
-past that, only failing and errored ones are (up to :data:`INLINE_PER_TASK` a task,
-:data:`INLINE_LIMIT` in all), listed first in their task. The other trials' bodies,
-rendered and escaped by the same code, are gzip-compressed into base64 data blocks
-(``<script type="application/octet-stream">``, which never runs, and which base64,
-holding no ``<``, cannot end) at the end of the page, and so are their summary lines,
-a block per task and kind (passed, or not), shown as one fold in the task. The page's
-script decompresses a block (``DecompressionStream``) when a fold or a trial is
-opened, or a link leads into one, and inserts what it holds. Markup it inserts cannot
-run script either: the CSP allows no inline handler, and a ``<script>`` put in by a
-template never runs. A page of any size thus holds a bounded number of elements: the
-trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and the columns
-of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks, the page
-holds a bounded number of tasks too: the first :data:`TASKS_INLINE` tasks in the tasks'
-order (critical first, then the worst) that are critical or did not pass every trial
-have their row in the tasks table and their trial section in full; every other task's
-row and section are stored compressed, consecutive tasks of one verdict
+The page stays quick to open at any number of trials. :func:`write_report_html` writes
+it piece by piece to a stream and reads the trials once. While all trials' HTML fits in
+:data:`INLINE_LIMIT` characters (estimated from their data, :data:`_HTML_PER_LIST`),
+every trial is in the page in full; past that, only failing and errored ones are (up to
+:data:`INLINE_PER_TASK` a task, :data:`INLINE_LIMIT` in all), listed first in their
+task. The other trials' bodies are stored as data, not HTML: each body's data
+(:func:`_trial_data`, every text in it formatted as the page shows it) as compact JSON,
+gzip-compressed into base64 data blocks (``<script type="application/octet-stream">``,
+which never runs, and which base64, holding no ``<``, cannot end) at the end of the
+page; their summary lines are HTML in blocks of their own, a block per task and kind
+(passed, or not), shown as one fold in the task. The page's script decompresses a block
+(``DecompressionStream``) when a fold or a trial is opened, or a link leads into one: a
+fold's lines it inserts as the markup Python escaped; a trial's body it lays out from
+its data with ``createElement`` and text nodes only, the elements :func:`_body_html`
+writes for a trial in full (Python renders no HTML of a compressed trial). Markup it
+inserts cannot run script either: the CSP allows no inline handler, and a ``<script>``
+put in by a template never runs. A page of any size thus holds a bounded number of
+elements: the trials in full, two folds a task, :data:`DOTS_SHOWN` squares a task, and
+the columns of :data:`JS_SHOWN` values of j. With more than :data:`TASKS_INLINE` tasks,
+the page holds a bounded number of tasks too: the first :data:`TASKS_INLINE` tasks in
+the tasks' order (critical first, then the worst) that are critical or did not pass
+every trial have their row in the tasks table and their trial section in full; every
+other task's row and section are stored compressed, consecutive tasks of one verdict
 :data:`TASKS_PER_BLOCK` a block, each block one fold in the table (a row group its rows
 replace when opened) and one in the trials, opened the same way (by hand, by a link to
-one of its tasks, or by the name filter). The figures and every other table stay in
-the page.
+one of its tasks, or by the name filter). The figures and every other table stay in the
+page.
 
 The page is one function per section, each given the typed parts of the document
 (:mod:`pytest_sandtable.report.types`) it shows.
@@ -53,8 +57,20 @@ from datetime import datetime
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Protocol, cast
 
+import orjson
+
 from .fmt import clip, duration, format_cost, pct, pct_range, plural
-from .safe import ENTRY_LIMIT, bounded_trial, not_shown, safe_text, scrub_text, secret_values, shown_items
+from .safe import (
+    ENTRY_LIMIT,
+    TEXT_LIMIT,
+    VALUE_LIMIT,
+    bounded_trial,
+    not_shown,
+    safe_text,
+    scrub_text,
+    secret_values,
+    shown_items,
+)
 from .text import event_note, fault_note
 from .types import (
     Diff,
@@ -85,7 +101,7 @@ INLINE_PER_TASK = 3
 """Failing or errored trials of one task shown in full in a report past :data:`INLINE_LIMIT`,
 so that one task with many failures does not take the room of every other."""
 BLOCK_SIZE = 256_000
-"""Characters of trial HTML per compressed block: opening a trial decompresses one block,
+"""Characters of trial data per compressed block: opening a trial decompresses one block,
 and the trials of a block, often of one task, compress well together."""
 JS_SHOWN = 32
 """Values of j a scores table or the chart shows at a glance (past it: 1, 2, 4, ..., k)."""
@@ -127,6 +143,8 @@ def _literal(v: Any) -> str:
     """A value as JSON on one line (a string quoted as JSON quotes it)."""
     if isinstance(v, str):
         return encode_basestring(v)
+    if type(v) is int:  # as the encoder writes it (int.__repr__), without a call into it
+        return str(v)
     return _JSON.encode(v)
 
 
@@ -392,69 +410,98 @@ def _gate(gate: Gate) -> str:
 # --------------------------------------------------------------------------- one trial
 
 
-def _marks(violations: Iterable[StoredViolation]) -> str:
-    """Rules broken at one point of the conversation, with the policy sentence behind each."""
-    out = []
-    for v in violations:
-        cls = "soft" if v["soft"] else "hard"
-        label = "soft rule" if v["soft"] else "violation"
-        quote = v.get("quote")
-        said = f'<div class="quote">policy: “{e(quote)}”</div>' if quote else ""
-        out.append(f'<div class="viol {cls}"><b>{label} {e(v["invariant"])}</b> '
-                   f'<span>{e(v["detail"])}</span>{said}</div>')
-    return "".join(out)
+# A trial's body is built in two steps: :func:`_trial_data`, its data as the page shows it
+# (every text already formatted: JSON literals, notes, counts; lists of strings and flags
+# only), then :func:`_body_html`, that data as HTML. A trial shown in full is its HTML; a
+# compressed one is its data as compact JSON, which the page's script lays out as the same
+# elements (``textContent`` and ``createElement`` only, never markup): Python renders no
+# HTML of a trial nobody opens.
+#
+# The data, a dict of lists (a mark: ``[soft, invariant, detail, quote]``; a key other than
+# chat, diff and meta is left out when the trial has nothing of it):
+#   err     [kind, text]: an errored trial's box (kind "errored") or a note (kind "note")
+#   failed  [[kind, check, detail], ...]: the failed checks that count
+#   uncounted  the same, of the failed checks of kinds the task's basis leaves out (issue 22)
+#   owner   [owner, evidence]: the likely owner
+#   chat    the transcript's items, or None for no conversation: ["call", ok, tool, args,
+#           result, fault note, marks] with result (:func:`_result_data`) ["s", flat], ["l",
+#           start, bracket, items] or ["p", start, text], or ["e", code, message] (an error),
+#           and an eighth item, who made the call, when not the agent ("user": the simulated
+#           user's own call, with no marks; "setup", "history", "sync": issue 22);
+#           ["miss", i] (a call not in the calls); ["ev", note] (a task's event); ["msg", who,
+#           text, marks]; ["gap", text] (entries not shown); ["rules", marks] (rules broken in
+#           entries not shown)
+#   tb      where the agent raised
+#   diff    [["c" | "d", table, key, fields] | ["u", table, key, field, before, after], ...]
+#   diffnote  how many world changes are not shown
+#   udiff, udiffnote  the same of the user's world (dual control's ``diff.user``), when it has one
+#   checks  [label, [[passed, kind, check, detail], ...]]: every check, a fifth item false
+#           for one that is not counted
+#   soft    [[invariant, detail] | text of those not shown, ...]
+#   meta    [agent, user, agent turns' latency ("" for none), location ("" for none)]
 
 
-def _call(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> str:
+def _mark_data(violations: Iterable[StoredViolation]) -> list[list[Any]]:
+    return [[bool(v["soft"]), str(v["invariant"]), str(v["detail"]), str(v.get("quote") or "")] for v in violations]
+
+
+def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> list[Any]:
     """One tool call of the transcript (``i`` indexes the trial's calls): its signature,
     what it returned or the error, and the rules it broke (taken out of ``by_call``)."""
     calls = t["calls"]
     if not 0 <= i < len(calls):
-        return f'<li class="call err"><code>(missing call {e(i)})</code></li>'
+        return ["miss", str(i)]
     c = calls[i]
-    head = f'<code class="sig"><b>{e(c["tool"])}</b>({e(_args(c["args"]))})</code>'
+    tool, args = str(c["tool"]), _args(c["args"])  # read in the order the HTML shows them
+    result: list[str]
     if c["ok"]:
-        flat = _literal(c["result"])
-        if len(flat) <= 140:
-            body = f'<code class="res">→ {e(flat)}</code>'
-        else:
-            text = _pretty(c["result"])
-            body = (f'<details class="res"><summary>→ {e(flat[:110])}…</summary>'
-                    f"<pre>{e(text)}</pre></details>")
+        result = _result_data(c["result"])
     else:
         err = c["error"]
         code, message = (err["code"], err["message"]) if err else (None, None)
-        body = f'<code class="res err">✗ error {e(code)}: {e(message)}</code>'
-    body += f'<div class="muted">{e(fault_note(c["fault"]))}</div>' if c.get("fault") else ""
-    cls = "ok" if c["ok"] else "err"
-    if c.get("by") == "user":  # dual control: the simulated user's own call
-        return (f'<li class="call {cls} by-user"><span class="who">user called</span><div class="body">{head}{body}'
-                f"</div></li>")
-    who = "tool" if not c.get("by") else f"tool · {e(c['by'])}"  # (issue 22: a setup or history call)
-    return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
-            f"{_marks(by_call.pop(c['index'], []))}</div></li>")
+        result = ["e", str(code), str(message)]
+    fault = fault_note(c["fault"]) if c.get("fault") else ""
+    by = c.get("by")
+    if by == "user":  # dual control: the simulated user's own call, which breaks no rule of the agent's
+        return ["call", bool(c["ok"]), tool, args, result, fault, [], "user"]
+    item = ["call", bool(c["ok"]), tool, args, result, fault, _mark_data(by_call.pop(c["index"], []))]
+    if by:  # (issue 22: a setup, history or sync call)
+        item.append(str(by))
+    return item
 
 
-def _entry(t: StoredTrial, entry: Any, by_call: dict[int, list[StoredViolation]],
-           said: dict[int, list[StoredViolation]]) -> str:
+def _result_data(value: Any) -> list[Any]:
+    """What a call returned: ``["s", its JSON]`` when short (140 characters at most), else
+    ``["l", its first 110 characters, "[" or "{", [each item of its top level]]``, an item
+    a line when opened (a list's item, or an object's ``"key": value``: each encoded once,
+    the flat text their join, as the encoder would write it whole), or ``["p", its first
+    110 characters, the text shown opened]``."""
+    if isinstance(value, list) and value:
+        items = [_JSON.encode(x) for x in value]
+        flat = "[" + ", ".join(items) + "]"
+        return ["s", flat] if len(flat) <= 140 else ["l", flat[:110], "[", items]
+    if isinstance(value, dict) and value and all(type(k) is str for k in value):
+        items = [f"{encode_basestring(k)}: {_JSON.encode(x)}" for k, x in value.items()]
+        flat = "{" + ", ".join(items) + "}"
+        return ["s", flat] if len(flat) <= 140 else ["l", flat[:110], "{", items]
+    flat = _literal(value)
+    return ["s", flat] if len(flat) <= 140 else ["p", flat[:110], _pretty(value)]
+
+
+def _entry_data(t: StoredTrial, entry: Any, by_call: dict[int, list[StoredViolation]],
+                said: dict[int, list[StoredViolation]]) -> list[Any]:
     """One entry of the transcript: a tool call, or what the user or the agent said with
     the rules the agent broke saying it (taken out of ``said``)."""
     if entry["role"] == "tool":
-        return _call(t, entry["call"], by_call)
+        return _call_data(t, entry["call"], by_call)
     if entry["role"] == "event":  # the world changed by someone else (a task's event)
-        return f'<li class="msg gap"><span class="who">world</span><div class="body">{e(event_note(entry))}</div></li>'
+        return ["ev", event_note(entry)]
     who = "agent" if entry["role"] == "agent" else "user"
-    extra = _marks(said.pop(entry["turn"], [])) if who == "agent" else ""
-    return (f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
-            f'<div class="text">{e(entry["text"])}</div>{extra}</div></li>')
+    marks = _mark_data(said.pop(entry["turn"], [])) if who == "agent" else []
+    return ["msg", who, str(entry["text"]), marks]
 
 
-def _not_shown_item(text: str) -> str:
-    """The line standing for the entries of a long list that are not shown."""
-    return f'<li class="msg gap"><span class="who"></span><div class="body muted">{e(text)}</div></li>'
-
-
-def _transcript(t: StoredTrial) -> str:
+def _chat_data(t: StoredTrial) -> list[list[Any]] | None:
     by_call: dict[int, list[StoredViolation]] = {}
     said: dict[int, list[StoredViolation]] = {}
     for v in t["violations"]:
@@ -464,10 +511,10 @@ def _transcript(t: StoredTrial) -> str:
             said.setdefault(v["turn"], []).append(v)
     entries = t["transcript"]
     first, hidden, last = shown_items(entries)
-    items = [_entry(t, entry, by_call, said) for entry in first]
+    items = [_entry_data(t, entry, by_call, said) for entry in first]
     if hidden:
-        items.append(_not_shown_item(not_shown(hidden, len(entries), "transcript entries")))
-    items += [_entry(t, entry, by_call, said) for entry in last]
+        items.append(["gap", not_shown(hidden, len(entries), "transcript entries")])
+    items += [_entry_data(t, entry, by_call, said) for entry in last]
     if hidden:  # the rules broken in the entries not shown stay with them
         shown = {entry["call"] for entry in (*first, *last) if entry["role"] == "tool"}
         turns = {entry["turn"] for entry in (*first, *last) if entry["role"] == "agent"}
@@ -475,55 +522,208 @@ def _transcript(t: StoredTrial) -> str:
         said = {turn: vs for turn, vs in said.items() if turn in turns}
     rest = [v for vs in list(by_call.values()) + list(said.values()) for v in vs]
     if rest:
-        items.append(f'<li class="msg agent"><span class="who">rules</span><div class="body">{_marks(rest)}</div></li>')
-    if not items:
-        return '<p class="muted">No conversation took place.</p>'
-    return f'<ol class="chat">{"".join(items)}</ol>'
+        items.append(["rules", _mark_data(rest)])
+    return items or None
 
 
-def _diff(diff: Diff) -> str:
+def _fields(row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_literal(v)}" for k, v in row.items())
+
+
+def _diff_data(diff: Diff) -> tuple[list[list[str]], str]:
+    """The world diff's rows, its first :data:`~.safe.ENTRY_LIMIT` changes when it has
+    more, and the note saying how many are not shown."""
+    lists: dict[str, list[Any]] = {key: value for key, value in diff.items() if isinstance(value, list)}
+    total = sum(map(len, lists.values()))
+    note = ""
+    if total > ENTRY_LIMIT:
+        room, shown = ENTRY_LIMIT, dict(diff)
+        for key, entries in lists.items():  # created, changed, deleted: the first changes, in that order
+            shown[key], room = entries[:room], max(0, room - len(entries))
+        diff, note = cast(Diff, shown), not_shown(total - ENTRY_LIMIT, total, "world changes")
     rows = []
     for c in diff["created"]:
-        fields = ", ".join(f"{k}={_literal(v)}" for k, v in c["row"].items())
-        rows.append(['<span class="badge v-passed">created</span>', f"<code>{e(c['table'])}</code>",
-                     f"<code>{e(_literal(c['key']))}</code>", f"<code>{e(fields)}</code>"])
+        rows.append(["c", str(c["table"]), _literal(c["key"]), _fields(c["row"])])
     for ch in diff["changed"]:
         for f, ba in ch["fields"].items():
-            rows.append(['<span class="badge v-flaky">changed</span>', f"<code>{e(ch['table'])}</code>",
-                         f"<code>{e(_literal(ch['key']))}</code>",
-                         f"<code>{e(f)}</code>: <code class=\"before\">{e(_literal(ba['before']))}</code> → "
-                         f"<code class=\"after\">{e(_literal(ba['after']))}</code>"])
+            rows.append(["u", str(ch["table"]), _literal(ch["key"]), str(f), _literal(ba["before"]),
+                         _literal(ba["after"])])
     for d in diff.get("deleted", []):
-        fields = ", ".join(f"{k}={_literal(v)}" for k, v in d["row"].items())
-        rows.append(['<span class="badge v-failed">deleted</span>', f"<code>{e(d['table'])}</code>",
-                     f"<code>{e(_literal(d['key']))}</code>", f"<code>{e(fields)}</code>"])
+        rows.append(["d", str(d["table"]), _literal(d["key"]), _fields(d["row"])])
+    return rows, note
+
+
+def _trial_data(t: StoredTrial) -> dict[str, Any]:
+    """A trial's body as data (see above): failed checks, likely owner, transcript, world
+    diff, every check, soft rules broken, who ran it."""
+    v = t["verdict"]
+    data: dict[str, Any] = {}
+    if t["error"]:  # errored, or a graded trial whose record lost a field that could not be written
+        data["err"] = ["errored" if v == "errored" else "note", str(t["error"])]
+    failed = [[str(c["kind"]), str(c["id"]), str(c["detail"])] for c in t["checks"]
+              if not c["passed"] and c.get("counted") is not False]
+    if failed:
+        data["failed"] = failed
+    uncounted = [[str(c["kind"]), str(c["id"]), str(c["detail"])] for c in t["checks"]
+                 if not c["passed"] and c.get("counted") is False]
+    if uncounted:  # issue 22: kinds the task's basis leaves out, checked and shown, never failing the trial
+        data["uncounted"] = uncounted
+    a = t.get("attribution")
+    if isinstance(a, Mapping) and a.get("owner"):
+        data["owner"] = [str(a["owner"]), str(a.get("evidence", ""))]
+    data["chat"] = _chat_data(t)
+    traceback = t.get("traceback")
+    if traceback:
+        data["tb"] = str(traceback)
+    data["diff"], note = _diff_data(t["diff"])
+    if note:
+        data["diffnote"] = note
+    user_diff = t["diff"].get("user")  # dual control: the caller's own world, beside the agent's
+    if user_diff is not None:
+        data["udiff"], note = _diff_data(user_diff)
+        if note:
+            data["udiffnote"] = note
+    checks = t["checks"]
+    if checks:
+        data["checks"] = [f'{"All " if len(checks) > 1 else ""}{plural(len(checks), "check")}',
+                          [[bool(c["passed"]), str(c["kind"]), str(c["id"]), str(c["detail"])]
+                           + ([False] if c.get("counted") is False else []) for c in checks]]
+    soft = [s for s in t["violations"] if s["soft"]]
+    if soft:
+        first, hidden, last = shown_items(soft)
+        data["soft"] = ([[str(s["invariant"]), str(s["detail"])] for s in first]
+                        + ([not_shown(hidden, len(soft), "soft rule breaks")] if hidden else [])
+                        + [[str(s["invariant"]), str(s["detail"])] for s in last])
+    data["meta"] = [str(t["agent"]), str(t["user"]),
+                    ", ".join(duration(x) for x in t["latency"]) if t["latency"] else "",
+                    str(t["location"]) if t["location"] else ""]
+    return data
+
+
+def _marks(marks: Iterable[Sequence[Any]]) -> str:
+    """Rules broken at one point of the conversation, with the policy sentence behind each."""
+    out = []
+    for soft, invariant, detail, quote in marks:
+        said = f'<div class="quote">policy: “{e(quote)}”</div>' if quote else ""
+        out.append(f'<div class="viol {"soft" if soft else "hard"}"><b>{"soft rule" if soft else "violation"} '
+                   f'{e(invariant)}</b> <span>{e(detail)}</span>{said}</div>')
+    return "".join(out)
+
+
+def _item_html(item: Sequence[Any]) -> str:
+    """One item of a transcript's data as HTML."""
+    kind = item[0]
+    if kind == "call":
+        ok, tool, args, result, fault, marks = item[1:7]
+        by = item[7] if len(item) > 7 else ""
+        if result[0] == "s":
+            body = f'<code class="res">→ {e(result[1])}</code>'
+        elif result[0] in ("l", "p"):
+            text = result[2] if result[0] == "p" else _opened(result[2], result[3])
+            body = (f'<details class="res"><summary>→ {e(result[1])}…</summary>'
+                    f"<pre>{e(text)}</pre></details>")
+        else:
+            body = f'<code class="res err">✗ error {e(result[1])}: {e(result[2])}</code>'
+        body += f'<div class="muted">{e(fault)}</div>' if fault else ""
+        head = f'<code class="sig"><b>{e(tool)}</b>({e(args)})</code>'
+        cls = "ok" if ok else "err"
+        if by == "user":  # dual control: the simulated user's own call
+            return (f'<li class="call {cls} by-user"><span class="who">user called</span><div class="body">{head}'
+                    f"{body}</div></li>")
+        who = f"tool · {e(by)}" if by else "tool"  # (issue 22: a setup, history or sync call)
+        return (f'<li class="call {cls}"><span class="who">{who}</span><div class="body">{head}{body}'
+                f"{_marks(marks)}</div></li>")
+    if kind == "miss":
+        return f'<li class="call err"><code>(missing call {e(item[1])})</code></li>'
+    if kind == "ev":
+        return f'<li class="msg gap"><span class="who">world</span><div class="body">{e(item[1])}</div></li>'
+    if kind == "msg":
+        _, who, text, marks = item
+        return (f'<li class="msg {who}"><span class="who">{who}</span><div class="body">'
+                f'<div class="text">{e(text)}</div>{_marks(marks)}</div></li>')
+    if kind == "gap":
+        return f'<li class="msg gap"><span class="who"></span><div class="body muted">{e(item[1])}</div></li>'
+    return f'<li class="msg agent"><span class="who">rules</span><div class="body">{_marks(item[1])}</div></li>'
+
+
+def _opened(bracket: str, items: Sequence[str]) -> str:
+    """A long result as shown opened: each item of its top level on a line of its own."""
+    return bracket + "\n" + ",\n".join(" " + x for x in items) + "\n" + ("]" if bracket == "[" else "}")
+
+
+_DIFF_BADGES = {"c": '<span class="badge v-passed">created</span>', "u": '<span class="badge v-flaky">changed</span>',
+                "d": '<span class="badge v-failed">deleted</span>'}
+
+
+def _diff_html(rows: Sequence[Sequence[str]]) -> str:
     if not rows:
         return '<p class="muted">The world did not change.</p>'
-    return _table(["", "table", "key", "row / field"], rows, "diff")
+    cells = []
+    for row in rows:
+        if row[0] == "u":
+            shown = (f"<code>{e(row[3])}</code>: <code class=\"before\">{e(row[4])}</code> → "
+                     f"<code class=\"after\">{e(row[5])}</code>")
+        else:
+            shown = f"<code>{e(row[3])}</code>"
+        cells.append([_DIFF_BADGES[row[0]], f"<code>{e(row[1])}</code>", f"<code>{e(row[2])}</code>", shown])
+    return _table(["", "table", "key", "row / field"], cells, "diff")
 
 
-def _checks(t: StoredTrial) -> str:
-    """Every check of the trial, folded."""
-    checks = t["checks"]
-    if not checks:
-        return ""
-    rows = [[_badge("passed" if c["passed"] else "failed", "pass" if c["passed"] else "fail")
-             + (' <span class="muted">not counted</span>' if c.get("counted") is False else ""),  # issue 22
-             f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])]
-            for c in checks]
-    return (f'<details class="all-checks"><summary>{"All " if len(checks) > 1 else ""}'
-            f'{plural(len(checks), "check")}</summary>'
-            f'{_table(["", "kind", "check", "detail"], rows, "checks")}</details>')
-
-
-def _trial_meta(t: StoredTrial) -> str:
-    """Who ran it, how long each agent turn took, and where the task is."""
-    meta = [f"agent <code>{e(t['agent'])}</code>", f"user <code>{e(t['user'])}</code>"]
-    if t["latency"]:
-        meta.append(f"agent turns {e(', '.join(duration(x) for x in t['latency']))}")
-    if t["location"]:
-        meta.append(f"task at <code>{e(t['location'])}</code>")
-    return f'<p class="muted small">{" · ".join(meta)}</p>'
+def _body_html(data: Mapping[str, Any]) -> str:
+    """A trial's body (:func:`_trial_data`) as HTML: what the page's script lays out from
+    the same data for a compressed trial."""
+    body = []
+    err = data.get("err")
+    if err and err[0] == "errored":
+        body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(err[1])}</div>')
+    elif err:
+        body.append(f'<div class="box error"><b>note</b>: {e(err[1])}</div>')
+    failed = data.get("failed")
+    if failed:
+        rows = [[f"<code>{e(kind)}</code>", f"<code>{e(check)}</code>", e(detail)] for kind, check, detail in failed]
+        body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
+    uncounted = data.get("uncounted")
+    if uncounted:
+        rows = [[f"<code>{e(kind)}</code>", f"<code>{e(check)}</code>", e(detail)] for kind, check, detail in uncounted]
+        body.append('<h4>Failed checks, not counted</h4><p class="muted small">of kinds the task\'s basis leaves '
+                    'out: they never fail the trial</p>' + _table(["kind", "check", "detail"], rows, "checks"))
+    owner = data.get("owner")
+    if owner:
+        body.append(f'<div class="box owner"><b>likely owner: <span class="who-owns">{e(owner[0])}</span></b>'
+                    f' <span class="evidence">{e(owner[1])}</span></div>')
+    chat = data.get("chat")
+    body.append("<h4>Transcript</h4>" + (f'<ol class="chat">{"".join(map(_item_html, chat))}</ol>' if chat else
+                                         '<p class="muted">No conversation took place.</p>'))
+    if data.get("tb"):
+        body.append('<details class="tb"><summary>Where the agent raised</summary>'
+                    f'<pre>{e(data["tb"])}</pre></details>')
+    body.append("<h4>World diff</h4>" + _diff_html(data.get("diff") or ()))
+    if data.get("diffnote"):
+        body.append(f'<p class="muted small">{e(data["diffnote"])}</p>')
+    if "udiff" in data:
+        body.append("<h4>User world diff</h4>" + _diff_html(data["udiff"]))
+        if data.get("udiffnote"):
+            body.append(f'<p class="muted small">{e(data["udiffnote"])}</p>')
+    checks = data.get("checks")
+    if checks:
+        rows = [[_badge("passed" if c[0] else "failed", "pass" if c[0] else "fail")
+                 + (' <span class="muted">not counted</span>' if len(c) > 4 else ""),
+                 f"<code>{e(c[1])}</code>", f"<code>{e(c[2])}</code>", e(c[3])] for c in checks[1]]
+        body.append(f'<details class="all-checks"><summary>{e(checks[0])}</summary>'
+                    f'{_table(["", "kind", "check", "detail"], rows, "checks")}</details>')
+    soft = data.get("soft")
+    if soft:
+        lines = [f'<li class="muted">{e(s)}</li>' if isinstance(s, str)
+                 else f"<li><code>{e(s[0])}</code> {e(s[1])}</li>" for s in soft]
+        body.append("<h4>Soft rules broken (reported, never fail a trial)</h4><ul>" + "".join(lines) + "</ul>")
+    agent, user, latency, location = data["meta"]
+    meta = [f"agent <code>{e(agent)}</code>", f"user <code>{e(user)}</code>"]
+    if latency:
+        meta.append(f"agent turns {e(latency)}")
+    if location:
+        meta.append(f"task at <code>{e(location)}</code>")
+    body.append(f'<p class="muted small">{" · ".join(meta)}</p>')
+    return "".join(body)
 
 
 @dataclass(slots=True)  # one a trial, held to the end of the page: no __dict__
@@ -548,26 +748,12 @@ def _number(value: Any) -> int:
         return 0
 
 
-def _rendered(t: StoredTrial) -> _Shown:
-    """One trial rendered, or a line saying why it cannot be shown: one odd trial never
-    costs the run its report."""
-    try:
-        return _Shown(str(t["domain"]), str(t["task"]), int(t["trial"]), str(t["verdict"]), _trial_head(t),
-                      _trial_body(t))
-    except Exception as exc:
-        box = (f'<div class="box error">trial {e(t.get("trial"))} of {e(t.get("task"))} cannot be shown '
-               f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
-        return _Shown(str(t.get("domain")), str(t.get("task")), _number(t.get("trial")), str(t.get("verdict")),
-                      "", box)
-
-
-def _attribution(t: StoredTrial) -> str:
-    """Who likely owns a failed trial, and the evidence (schema 1.2; nothing before)."""
-    a = t.get("attribution")
-    if not isinstance(a, Mapping) or not a.get("owner"):
-        return ""
-    return (f'<div class="box owner"><b>likely owner: <span class="who-owns">{e(a["owner"])}</span></b>'
-            f' <span class="evidence">{e(a.get("evidence", ""))}</span></div>')
+def _cannot_show(t: Mapping[str, Any], exc: Exception) -> _Shown:
+    """The line standing for a trial that cannot be shown: one odd trial never costs the
+    run its report."""
+    box = (f'<div class="box error">trial {e(t.get("trial"))} of {e(t.get("task"))} cannot be shown '
+           f"({e(type(exc).__name__)}: {e(clip(str(exc), 200))}); results.json holds what was recorded</div>")
+    return _Shown(str(t.get("domain")), str(t.get("task")), _number(t.get("trial")), str(t.get("verdict")), "", box)
 
 
 def _trial_head(t: StoredTrial) -> str:
@@ -582,67 +768,6 @@ def _trial_head(t: StoredTrial) -> str:
     if failed:
         bits.append(f'<span class="muted">{plural(len(failed), "failed check")}</span>')
     return " ".join(bits)
-
-
-def _trial_body(t: StoredTrial) -> str:
-    """A trial in full: failed checks, likely owner, transcript, world diff, every check,
-    soft rules broken, who ran it."""
-    v = t["verdict"]
-    failed = [c for c in t["checks"] if not c["passed"] and c.get("counted") is not False]  # (issue 22)
-    uncounted = [c for c in t["checks"] if not c["passed"] and c.get("counted") is False]
-    body = []
-    if t["error"] and v == "errored":
-        body.append(f'<div class="box error"><b>errored</b> (not graded; left out of pass^k): {e(t["error"])}</div>')
-    elif t["error"]:  # a graded trial whose record lost a field that could not be written
-        body.append(f'<div class="box error"><b>note</b>: {e(t["error"])}</div>')
-    if failed:
-        rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in failed]
-        body.append('<h4>Failed checks</h4>' + _table(["kind", "check", "detail"], rows, "checks bad"))
-    if uncounted:  # issue 22: kinds the task's basis leaves out, checked and shown, never failing the trial
-        rows = [[f"<code>{e(c['kind'])}</code>", f"<code>{e(c['id'])}</code>", e(c["detail"])] for c in uncounted]
-        body.append('<h4>Failed checks, not counted</h4><p class="muted small">of kinds the task\'s basis leaves '
-                    'out: they never fail the trial</p>' + _table(["kind", "check", "detail"], rows, "checks"))
-    body.append(_attribution(t))
-    body.append("<h4>Transcript</h4>" + _transcript(t))
-    traceback = t.get("traceback")
-    if traceback:
-        body.append('<details class="tb"><summary>Where the agent raised</summary>'
-                    f'<pre>{e(traceback)}</pre></details>')
-    body.append("<h4>World diff</h4>" + _world_diff(t["diff"]))
-    user_diff = t["diff"].get("user")  # dual control: the caller's own world, beside the agent's
-    if user_diff is not None:
-        body.append("<h4>User world diff</h4>" + _world_diff(user_diff))
-    body.append(_checks(t))
-    body.append(_soft_broken(t))
-    body.append(_trial_meta(t))
-    return "".join(body)
-
-
-def _world_diff(diff: Diff) -> str:
-    """The world diff, its first :data:`~.safe.ENTRY_LIMIT` changes when it has more."""
-    lists: dict[str, list[Any]] = {key: value for key, value in diff.items() if isinstance(value, list)}
-    total = sum(map(len, lists.values()))
-    if total <= ENTRY_LIMIT:
-        return _diff(diff)
-    room, shown = ENTRY_LIMIT, dict(diff)
-    for key, entries in lists.items():  # created, changed, deleted: the first changes, in that order
-        shown[key], room = entries[:room], max(0, room - len(entries))
-    note = not_shown(total - ENTRY_LIMIT, total, "world changes")
-    return _diff(shown) + f'<p class="muted small">{e(note)}</p>'  # type: ignore[arg-type]
-
-
-def _soft_broken(t: StoredTrial) -> str:
-    """The soft rules the trial broke, one line each (a long list: its start and end)."""
-    soft = [s for s in t["violations"] if s["soft"]]
-    if not soft:
-        return ""
-    first, hidden, last = shown_items(soft)
-    lines = [f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in first]
-    if hidden:
-        lines.append(f'<li class="muted">{e(not_shown(hidden, len(soft), "soft rule breaks"))}</li>')
-    lines += [f"<li><code>{e(s['invariant'])}</code> {e(s['detail'])}</li>" for s in last]
-    return "<h4>Soft rules broken (reported, never fail a trial)</h4><ul>" + "".join(lines) + "</ul>"
-
 
 # --------------------------------------------------------------------------- the page
 
@@ -765,7 +890,7 @@ _CSS += """.judged-line{margin:2px 0 2px 12px;white-space:pre-wrap}mark.evidence
 color:var(--fg);padding:0 2px;border-radius:2px}.judged .void{color:var(--fail)}.judged-trial{margin:6px 0}
 """
 
-_JS = """
+_JS = r"""
 (function(){
   document.documentElement.classList.remove('no-js');
   function openTarget(){
@@ -847,6 +972,97 @@ _JS = """
     }
     return blocks[n];
   }
+  // a compressed trial's body, from its data (report/html.py, _trial_data): the elements
+  // _body_html writes, made with createElement and text nodes only, never markup; text as
+  // the HTML parser would leave it (CR LF and CR as LF, no NUL, a <pre>'s first newline dropped)
+  function tx(s){ return String(s).replace(/\r\n?/g, '\n').replace(/\0/g, ''); }
+  function h(tag, cls){
+    var n = document.createElement(tag);
+    if(cls) n.className = cls;
+    for(var i = 2; i < arguments.length; i++) add(n, arguments[i]);
+    return n;
+  }
+  function add(n, k){
+    if(Array.isArray(k)) k.forEach(function(x){ add(n, x); });
+    else if(typeof k === 'string'){ if(k) n.append(tx(k)); }
+    else if(k) n.append(k);
+  }
+  function pre(s){ s = tx(s); return h('pre', '', s.charAt(0) === '\n' ? s.slice(1) : s); }
+  function code(s, cls){ return h('code', cls || '', s); }
+  function badge(v, text){ return h('span', 'badge v-' + v, text); }
+  function table(heads, rows, cls){
+    return h('table', cls, h('thead', '', h('tr', '', heads.map(function(x){ return h('th', '', x); }))),
+      h('tbody', '', rows.map(function(r){ return h('tr', '', r.map(function(c){ return h('td', '', c); })); })));
+  }
+  function marks(ms){
+    return ms.map(function(m){
+      return h('div', 'viol ' + (m[0] ? 'soft' : 'hard'), h('b', '', (m[0] ? 'soft rule ' : 'violation ') + m[1]), ' ',
+        h('span', '', m[2]), m[3] ? h('div', 'quote', 'policy: \u201c' + m[3] + '\u201d') : null);
+    });
+  }
+  function item(x){
+    var k = x[0];
+    if(k === 'call'){
+      var r = x[4], res = r[0] === 's' ? code('\u2192 ' + r[1], 'res') :
+        r[0] === 'p' ? h('details', 'res', h('summary', '', '\u2192 ' + r[1] + '\u2026'), pre(r[2])) :
+        r[0] === 'l' ? h('details', 'res', h('summary', '', '\u2192 ' + r[1] + '\u2026'), pre(r[2] + '\n' +
+          r[3].map(function(x){ return ' ' + x; }).join(',\n') + '\n' + (r[2] === '[' ? ']' : '}'))) :
+        code('\u2717 error ' + r[1] + ': ' + r[2], 'res err');
+      var by = x[7] || '', sig = h('code', 'sig', h('b', '', x[2]), '(' + x[3] + ')'), fault = x[5] ?
+        h('div', 'muted', x[5]) : null;
+      if(by === 'user')  // dual control: the simulated user's own call
+        return h('li', 'call ' + (x[1] ? 'ok' : 'err') + ' by-user', h('span', 'who', 'user called'),
+          h('div', 'body', sig, res, fault));
+      return h('li', 'call ' + (x[1] ? 'ok' : 'err'), h('span', 'who', by ? 'tool \u00b7 ' + by : 'tool'),
+        h('div', 'body', sig, res, fault, marks(x[6])));
+    }
+    if(k === 'miss') return h('li', 'call err', code('(missing call ' + x[1] + ')'));
+    if(k === 'ev') return h('li', 'msg gap', h('span', 'who', 'world'), h('div', 'body', x[1]));
+    if(k === 'msg') return h('li', 'msg ' + x[1], h('span', 'who', x[1]), h('div', 'body', h('div', 'text', x[2]),
+      marks(x[3])));
+    if(k === 'gap') return h('li', 'msg gap', h('span', 'who'), h('div', 'body muted', x[1]));
+    return h('li', 'msg agent', h('span', 'who', 'rules'), h('div', 'body', marks(x[1])));
+  }
+  var changes = {c: ['passed', 'created'], u: ['flaky', 'changed'], d: ['failed', 'deleted']};
+  function diff(rows){
+    return rows && rows.length ? table(['', 'table', 'key', 'row / field'], rows.map(function(r){
+      return [badge(changes[r[0]][0], changes[r[0]][1]), code(r[1]), code(r[2]), r[0] === 'u' ?
+        [code(r[3]), ': ', code(r[4], 'before'), ' \u2192 ', code(r[5], 'after')] : code(r[3])];
+    }), 'diff') : h('p', 'muted', 'The world did not change.');
+  }
+  function trialBody(d){
+    var out = document.createDocumentFragment(), e = d.err;
+    if(e) out.append(e[0] === 'errored' ? h('div', 'box error', h('b', '', 'errored'),
+      ' (not graded; left out of pass^k): ' + e[1]) : h('div', 'box error', h('b', '', 'note'), ': ' + e[1]));
+    if(d.failed) add(out, [h('h4', '', 'Failed checks'), table(['kind', 'check', 'detail'], d.failed.map(function(c){
+      return [code(c[0]), code(c[1]), c[2]]; }), 'checks bad')]);
+    if(d.uncounted) add(out, [h('h4', '', 'Failed checks, not counted'), h('p', 'muted small', 'of kinds the ' +
+      'task\'s basis leaves out: they never fail the trial'), table(['kind', 'check', 'detail'],
+      d.uncounted.map(function(c){ return [code(c[0]), code(c[1]), c[2]]; }), 'checks')]);
+    if(d.owner) out.append(h('div', 'box owner', h('b', '', 'likely owner: ', h('span', 'who-owns', d.owner[0])), ' ',
+      h('span', 'evidence', d.owner[1])));
+    add(out, [h('h4', '', 'Transcript'), d.chat ? h('ol', 'chat', d.chat.map(item)) :
+      h('p', 'muted', 'No conversation took place.')]);
+    if(d.tb) out.append(h('details', 'tb', h('summary', '', 'Where the agent raised'), pre(d.tb)));
+    add(out, [h('h4', '', 'World diff'), diff(d.diff)]);
+    if(d.diffnote) out.append(h('p', 'muted small', d.diffnote));
+    if(d.udiff){  // dual control: the user's own world
+      add(out, [h('h4', '', 'User world diff'), diff(d.udiff)]);
+      if(d.udiffnote) out.append(h('p', 'muted small', d.udiffnote));
+    }
+    if(d.checks) out.append(h('details', 'all-checks', h('summary', '', d.checks[0]), table(['', 'kind', 'check',
+      'detail'], d.checks[1].map(function(c){
+        return [[badge(c[0] ? 'passed' : 'failed', c[0] ? 'pass' : 'fail'), c.length > 4 ? [' ',
+          h('span', 'muted', 'not counted')] : null], code(c[1]), code(c[2]), c[3]]; }),
+      'checks')));
+    if(d.soft) add(out, [h('h4', '', 'Soft rules broken (reported, never fail a trial)'), h('ul', '',
+      d.soft.map(function(s){
+        return typeof s === 'string' ? h('li', 'muted', s) : h('li', '', code(s[0]), ' ' + s[1]); }))]);
+    var m = d.meta;
+    out.append(h('p', 'muted small', 'agent ', code(m[0]), ' \u00b7 user ', code(m[1]),
+      m[2] ? ' \u00b7 agent turns ' + m[2] : null, m[3] ? [' \u00b7 task at ', code(m[3])] : null));
+    return out;
+  }
   // a trial's body (data-z="z<block>.<item>"), or a task's compressed trials or a fold's
   // tasks (data-g="g<n>"); a fold of the tasks table (data-rows) is a row group of its own,
   // which its rows replace, filtered as the rest of the table
@@ -857,10 +1073,15 @@ _JS = """
     d.open = true;
     return block(ref[0]).then(function(list){
       var html = ref.length > 1 ? list[+ref[1]] : list.join('');
-      if(typeof html !== 'string') throw new Error('its data block does not hold it');
-      var t = document.createElement('template');
-      t.innerHTML = html;
-      into.replaceChildren(t.content);
+      if(attr === 'data-z'){  // a trial's data: laid out as text
+        if(!html || typeof html !== 'object') throw new Error('its data block does not hold it');
+        into.replaceChildren(trialBody(html));
+      } else {  // lines the page wrote as HTML, escaped: a task's trials, a fold's rows and sections
+        if(typeof html !== 'string') throw new Error('its data block does not hold it');
+        var t = document.createElement('template');
+        t.innerHTML = html;
+        into.replaceChildren(t.content);
+      }
       body.classList.remove('lazy');
       if(into !== body){ into.removeAttribute('data-filterable'); into.removeAttribute('class'); }
       if(attr === 'data-g') apply();
@@ -1608,7 +1829,8 @@ def _trials(layout: _Layout, placed: _Placed, idx: _Index, top: str) -> Iterator
 
 class _Blocks:
     """Trial bodies stored compressed: gathered into blocks of about :data:`BLOCK_SIZE`
-    characters, each a JSON list of HTML strings, gzip-compressed and base64-encoded in a
+    characters, each a JSON list of their data (:func:`_trial_data`; a group's block: of
+    HTML strings), gzip-compressed and base64-encoded in a
     data block of its own. Finished blocks wait in a temporary file (in memory while
     small) until the page reaches its end. ``clean`` is what the page's text goes through
     (secrets redacted), applied to a group's lines (bodies come cleaned)."""
@@ -1635,19 +1857,20 @@ class _Blocks:
         of their own; its id."""
         self.groups += 1
         ref = f"g{self.groups}"
-        self._write(ref, [self.clean(line) for line in lines])
+        self._write(ref, json.dumps([self.clean(line) for line in lines], ensure_ascii=False))
         return ref
 
     def _flush(self) -> None:
         if not self.pending:
             return
-        self._write(f"z{self.blocks}", self.pending)
+        self._write(f"z{self.blocks}", "[" + ",".join(self.pending) + "]")  # each item JSON already
         self.blocks += 1
         self.pending, self.size = [], 0
 
-    def _write(self, ref: str, items: list[str]) -> None:
+    def _write(self, ref: str, text: str) -> None:
+        """A block: ``text``, a JSON list, compressed."""
         gz = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: the gzip format DecompressionStream reads
-        raw = json.dumps(items, ensure_ascii=False).encode("utf-8")
+        raw = text.encode("utf-8")
         data = base64.b64encode(gz.compress(raw) + gz.flush()).decode("ascii")
         self.spool.write(f'<script type="application/octet-stream" id="{ref}">{data}</script>')
 
@@ -1660,10 +1883,12 @@ class _Blocks:
 
 
 class _Placed:
-    """Every trial rendered once, as the document gives them, and placed: in full in the
-    page, or compressed (see the module's docstring). Rendered bodies are held only while
-    they are to be shown in full, so memory stays within :data:`INLINE_LIMIT` characters
-    besides a summary line per trial."""
+    """Every trial read once, as the document gives them, and placed: in full in the page
+    (its body rendered as HTML), or compressed (its body's data, :func:`_trial_data`, as
+    compact JSON; see the module's docstring). While every trial may still fit in the page,
+    the trials' data is held (as UTF-8), its HTML size estimated from its length; bodies in
+    full are held only while they are to be shown, so memory stays within
+    :data:`INLINE_LIMIT` characters besides a summary line per trial."""
 
     def __init__(self, clean: Callable[[str], str], limit: int, tasks: Sequence[TaskSummary]) -> None:
         self.clean = clean
@@ -1674,18 +1899,24 @@ class _Placed:
         self.per_task_limit = INLINE_PER_TASK
         self.by_task: dict[tuple[str, str], list[_Shown]] = {}
         self.blocks = _Blocks(clean)
-        # every trial so far with its body as UTF-8 (half the memory of a str holding a
-        # character past Latin-1, as most bodies do: "→"), while all fit in the limit
+        # every trial so far with its data as UTF-8 (half the memory of a str holding a
+        # character past Latin-1, as most do: "→"), while all may fit in the limit
         self.held: list[tuple[_Shown, bytes]] | None = []
-        self.inline = 0  # characters of the bodies in full
+        self.inline = 0  # characters of the bodies in full (while held: their estimate)
         self.per_task: dict[tuple[str, str], int] = {}
         self.count = 0
         self.compressed = 0
         self.total_time = 0.0
 
     def add(self, t: StoredTrial) -> None:
-        s = _rendered(cast(StoredTrial, bounded_trial(t)))
-        s.body = self.clean(s.body)
+        data = ""
+        try:
+            b = _bounded(t)
+            s = _Shown(str(b["domain"]), str(b["task"]), int(b["trial"]), str(b["verdict"]), _trial_head(b), "")
+            data = _data_text(_trial_data(b), self.clean)
+        except Exception as exc:
+            s = _cannot_show(t, exc)
+            s.body = self.clean(s.body)
         self.count += 1
         self.total_time += _seconds(t)
         trials = self.by_task.get((s.domain, s.task))
@@ -1696,24 +1927,27 @@ class _Placed:
         s.verdict = sys.intern(s.verdict)
         trials.append(s)
         if self.held is None:
-            self._place(s)
+            self._place(s, data)
             return
-        self.inline += len(s.body)
-        self.held.append((s, s.body.encode("utf-8")))  # clean() left no lone surrogate
-        s.body = ""
+        self.inline += len(s.body) or len(data) + _HTML_PER_LIST * data.count("[")
+        self.held.append((s, data.encode("utf-8")))  # clean() left no lone surrogate
         if self.inline > self.limit:  # too big to show every trial: place each held one again
             held, self.held, self.inline = self.held, None, 0
             if self.many_tasks:
                 self.limit, self.per_task_limit = min(self.limit, MANY_TASKS_INLINE), 1
-            for one, body in held:
-                one.body = body.decode("utf-8")
-                self._place(one)
+            for one, raw in held:
+                self._place(one, raw.decode("utf-8"))
 
     def finish(self) -> None:
-        """After the last trial: the bodies still held are in the page in full (they fit)."""
-        for one, body in self.held or []:
-            one.body = body.decode("utf-8")
+        """After the last trial: the trials still held are in the page in full (they fit)."""
+        for one, raw in self.held or []:
+            if one.head:
+                one.body = self._html(raw.decode("utf-8"))
         self.held = []
+
+    def _html(self, data: str) -> str:
+        """A body in full, from its data."""
+        return self.clean(_body_html(json.loads(data)))
 
     def trials_of(self, t: TaskSummary) -> list[_Shown]:
         """The trials of a task, as they came."""
@@ -1725,20 +1959,73 @@ class _Placed:
         trials = self.trials_of(t)
         return (t["domain"], t["task"]) not in self.shown and bool(trials) and all(s.ref for s in trials)
 
-    def _place(self, s: _Shown) -> None:
+    def _place(self, s: _Shown, data: str) -> None:
         """In full: a trial that cannot be shown, and a failing or errored one while its task
         has fewer than :data:`INLINE_PER_TASK` in full (one, with more than
         :data:`TASKS_INLINE` tasks, and only in a task shown in full) and the limit holds.
-        Else compressed."""
-        key = (s.domain, s.task)
-        if not s.head or (s.verdict != "passed" and self.per_task.get(key, 0) < self.per_task_limit
-                          and (not self.many_tasks or key in self.shown)
-                          and self.inline + len(s.body) <= self.limit):
-            self.per_task[key] = self.per_task.get(key, 0) + 1
-            self.inline += len(s.body)
+        Else compressed: its data."""
+        if not s.head:
             return
-        s.ref, s.body = self.blocks.add(s.body), ""
+        key = (s.domain, s.task)
+        if (s.verdict != "passed" and self.per_task.get(key, 0) < self.per_task_limit
+                and (not self.many_tasks or key in self.shown)):
+            body = self._html(data)
+            if self.inline + len(body) <= self.limit:
+                self.per_task[key] = self.per_task.get(key, 0) + 1
+                self.inline += len(body)
+                s.body = body
+                return
+        s.ref = self.blocks.add(data)
         self.compressed += 1
+
+
+def _bounded(t: StoredTrial) -> StoredTrial:
+    """:func:`~.safe.bounded_trial` of ``t``, with a quicker first look: a trial whose
+    compact JSON (orjson's, in C) is within half the smallest cap holds nothing over any cap
+    (the caps count JSON with a space after each separator: at most 1.5 times as long)."""
+    try:
+        if 2 * len(orjson.dumps(t)) <= min(TEXT_LIMIT, VALUE_LIMIT):
+            return t
+    except TypeError:  # what orjson does not write (a key that is not a string, ...): the careful way
+        pass
+    return cast(StoredTrial, bounded_trial(t))
+
+
+_HTML_PER_LIST = 64
+"""While every trial may fit in :data:`INLINE_LIMIT`, their HTML is not rendered but
+estimated from their data: its length and this many characters of markup for each list
+in it (each item, mark, row and check is one; their markup takes 52 to 72 characters
+each in the freight example's and the tests' trials: within about 10% of the HTML)."""
+
+# compact: a trial's data is written once per compressed trial
+_DATA = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def _data_text(data: Any, clean: Callable[[str], str]) -> str:
+    """A trial's data as the page stores it: compact JSON, secrets redacted and lone
+    surrogates replaced (``clean``); still valid JSON when a secret spans its punctuation
+    (then each string is cleaned instead)."""
+    try:
+        raw = orjson.dumps(data).decode("utf-8")  # in C, and quicker than the json module's
+    except TypeError:  # a lone surrogate, which orjson does not write: clean() replaces it below
+        raw = _DATA.encode(data)
+    text = clean(raw)
+    if text != raw:
+        try:
+            json.loads(text)
+        except ValueError:
+            text = _DATA.encode(_cleaned_strings(data, clean))
+    return text
+
+
+def _cleaned_strings(value: Any, clean: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list):
+        return [_cleaned_strings(v, clean) for v in value]
+    if isinstance(value, dict):
+        return {k: _cleaned_strings(v, clean) for k, v in value.items()}
+    return value
 
 
 def _shown_tasks(tasks: Sequence[TaskSummary]) -> set[tuple[str, str]]:
