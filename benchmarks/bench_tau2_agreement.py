@@ -29,8 +29,10 @@ user's script made from the list as the importer makes them from the gold action
 scripted user the user's; our verdict is the trial's, under the task's basis (ENV_ASSERTION:
 ``expect.assert``; ACTION: ``expect.called``). The final worlds (the carrier's DB and the
 phone) are read by an assertion the bench adds (:func:`final_worlds`) and compared with
-τ²'s field by field. ``--level handlers``: the handlers and sync driven directly, graded on
-τ²'s basis by this script (no engine).
+τ²'s field by field; each reward component of τ²'s with our checks of that kind; each call
+of the trial (its tool, its side, whether it failed) with τ²'s tool messages. ``--level
+handlers``: the handlers and sync driven directly, graded on τ²'s basis by this script (no
+engine).
 
     SANDTABLE_TAU2_PYTHON=/path/to/tau2-venv/bin/python \\
     python benchmarks/bench_tau2_agreement.py --tau2 PATH [--domain airline|retail|telecom|all]
@@ -234,6 +236,7 @@ class Tally:
     disagreements: list[str] = field(default_factory=list)
     # telecom: per component of τ²'s reward (its breakdown), [lists graded on it, ours the same]
     parts: dict[str, list[int]] = field(default_factory=dict)
+    same_steps: int = 0  # telecom, engine: lists whose calls succeeded and failed as τ²'s did
 
 
 def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
@@ -431,6 +434,20 @@ def telecom_engine(domain: Domain, task: Task, read: Any, actions: list[dict[str
     return result, (final[-1] if final else None)
 
 
+def telecom_steps(calls: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """The first difference between the trial's conversation calls (each side's, in order; not its
+    setup's, history's or sync's) and τ²'s tool messages: the tool, its side, and whether it failed.
+    Empty when they are the same."""
+    mine = [(c["tool"], "user" if c.get("by") == "user" else "assistant", not c["ok"]) for c in calls
+            if c.get("by") in (None, "user")]
+    its = [(r["name"], r["requestor"], bool(r["error"])) for r in theirs]
+    for n, (a, b) in enumerate(zip(mine, its), 1):
+        if a != b:
+            return f"call {n}: ours {a[0]} by {a[1]}{' failed' if a[2] else ''}, τ² {b[0]} by {b[1]}" \
+                   f"{' failed' if b[2] else ''}"
+    return "" if len(mine) == len(its) else f"ours made {len(mine)} calls, τ² {len(its)}"
+
+
 def _keyed(db: dict[str, Any]) -> dict[str, dict[str, Any]]:
     from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
 
@@ -483,6 +500,10 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
                 continue
             failed = [c.id for c in result.failed_checks]
             agent, user = worlds
+            steps = telecom_steps(result.calls, answer["tool_results"])
+            tally.same_steps += not steps
+            if steps:
+                tally.disagreements.append(f"{where}: calls differ: {steps}")
         else:
             failed, (agent, user) = telecom_ours(domain, raw[tid], played)
         tally.lists += 1
@@ -550,6 +571,9 @@ def main() -> int:
                 print(f"  same final data:     {tally.same_data}/{tally.lists}")
                 print("  per component:       " + ", ".join(f"{kind} {same}/{n}" for kind, (n, same)
                                                             in sorted(tally.parts.items())))
+                if args.level == "engine":
+                    print(f"  same calls:          {tally.same_steps}/{tally.lists} (each call's tool, side and "
+                          "failure as τ²'s)")
                 for line in tally.disagreements:
                     print(f"  - {line}")
                 status |= bool(tally.disagreements)
