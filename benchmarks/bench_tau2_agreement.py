@@ -20,16 +20,23 @@ import reads (the row never had it), and is compared as absent.
 
 Prints the counts and every disagreement, with its task, list and cause.
 
-``--domain telecom`` (not in ``all``): τ²'s telecom, whose domain file needs the
-dual-control engine (issue 22), is compared at the level of its handlers until then:
-each base task's setup and each list (the gold actions; each agent write dropped; each
-argument of each agent write changed; each user action dropped) replayed through
-``tau2_telecom_handlers`` with its sync after each step, graded on τ²'s basis
-(ENV_ASSERTION: the assertions; ACTION: the gold calls, each by its side), against τ²'s
-reward for the same list, and both final DBs (the carrier's and the phone) against τ²'s.
+``--domain telecom`` (not in ``all``): τ²'s dual-control telecom. Each base task's lists
+(the gold actions; each agent write dropped; each argument of each agent write changed;
+each user action dropped) through τ² and, with ``--level engine`` (the default), an engine
+trial of the domain ``import tau2`` writes: the task with its reference and its scripted
+user's script made from the list as the importer makes them from the gold actions
+(``tau2_telecom.played_actions``), the reference agent playing the agent's runs and the
+scripted user the user's; our verdict is the trial's, under the task's basis (ENV_ASSERTION:
+``expect.assert``; ACTION: ``expect.called``). The final worlds (the carrier's DB and the
+phone) are read by an assertion the bench adds (:func:`final_worlds`) and compared with
+τ²'s field by field; each reward component of τ²'s with our checks of that kind; each call
+of the trial (its tool, its side, whether it failed) with τ²'s tool messages. ``--level
+handlers``: the handlers and sync driven directly, graded on τ²'s basis by this script (no
+engine).
 
     SANDTABLE_TAU2_PYTHON=/path/to/tau2-venv/bin/python \\
-    python benchmarks/bench_tau2_agreement.py --tau2 PATH [--domain airline|retail|all] [--tasks N] [--task-ids A,B]
+    python benchmarks/bench_tau2_agreement.py --tau2 PATH [--domain airline|retail|telecom|all]
+        [--level engine|handlers] [--tasks N] [--task-ids A,B]
 
 PATH is τ²-bench's checkout (holding ``data/tau2/domains`` and ``src/tau2``; default
 ``$TAU2_BENCH_PATH``). τ² is never imported here: only the oracle script runs it.
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -51,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sandtable.domain.loader import load_domain
-from pytest_sandtable.domain.model import Domain, RefStep, Task
+from pytest_sandtable.domain.model import Assertion, Domain, RefStep, ScriptLine, Task
 from pytest_sandtable.engine.handlers import ToolError
 from pytest_sandtable.engine.reference import ReferenceAgent
 from pytest_sandtable.engine.reference_world import reference_world
@@ -226,6 +234,9 @@ class Tally:
     judge_skipped: int = 0
     tau2_wrong: int = 0
     disagreements: list[str] = field(default_factory=list)
+    # telecom: per component of τ²'s reward (its breakdown), [lists graded on it, ours the same]
+    parts: dict[str, list[int]] = field(default_factory=dict)
+    same_steps: int = 0  # telecom, engine: lists whose calls succeeded and failed as τ²'s did
 
 
 def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
@@ -268,9 +279,11 @@ def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
             tally.disagreements.append(f"{where}: final data differs: {'; '.join(diff[:3])}{more}")
 
 
-# -- telecom: the handlers graded on τ²'s basis, until the engine runs dual control ----------------------
+# -- telecom ---------------------------------------------------------------------------------------
 
 TELECOM_READS = ("get_", "check_", "run_", "can_")
+# τ²'s reward components in telecom, and the checks of ours that grade each
+TELECOM_PARTS = {"ENV_ASSERTION": "assert:", "ACTION": "called:"}
 
 
 def telecom_variants(actions: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
@@ -292,7 +305,7 @@ def telecom_variants(actions: list[dict[str, Any]]) -> Iterator[tuple[str, list[
 
 
 def telecom_world_text(read: Any) -> str:
-    """Both sides' tables as one `world` (the engine will hold them so), for the handlers alone."""
+    """Both sides' tables as one `world`, for the handlers alone (``--level handlers``)."""
     from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
 
     lines = ["version: 1", "name: telecom-handlers", "policy: Nothing.",
@@ -310,9 +323,10 @@ def telecom_world_text(read: Any) -> str:
 
 
 def telecom_ours(domain: Domain, task: dict[str, Any], actions: list[dict[str, Any]]) -> tuple[list[str], Any]:
-    """The handlers replaying the task's setup and ``actions`` (τ²'s sync after each step that did not
-    fail), graded on the task's basis: ENV_ASSERTION, every assertion true; ACTION, every gold action
-    made (by its side, its compared args) by a call that succeeded. The kinds that failed, and both DBs."""
+    """``--level handlers``: the handlers replaying the task's setup and ``actions`` (τ²'s sync after
+    each step that did not fail), graded on the task's basis: ENV_ASSERTION, every assertion true;
+    ACTION, every gold action made (by its side, its compared args) by a call that succeeded. The
+    kinds that failed, and both DBs."""
     from pytest_sandtable.engine.handlers import HandlerContext, WorldHandle, _Shared
     from pytest_sandtable.engine.world import World, seed_for
     from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
@@ -362,27 +376,136 @@ def _new_bills(db: dict[str, Any], seed: set[str]) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | None, limit: int | None,
-                    tally: Tally) -> int:
-    from pytest_sandtable.domain.loader import load_domain_text
-    from pytest_sandtable.importer.tau2_telecom import read_telecom
-
-    read = read_telecom(path, split)
-    domain = load_domain_text(telecom_world_text(read))
+def telecom_plan(path: Path, ids: list[str]) -> tuple[dict[str, Any], list[tuple[str, str, list[dict[str, Any]]]]]:
+    """τ²'s raw tasks by id, and (task id, label, list) for every list of ``telecom_variants``."""
     raw = {t["id"]: t for t in json.loads((path / "tasks.json").read_text(encoding="utf-8"))}
-    ids = [t.raw_id for t in read.tasks if wanted is None or t.raw_id in wanted][:limit]
-    plan = [(tid, label, played) for tid in ids for label, played in telecom_variants(
+    return raw, [(tid, label, played) for tid in ids for label, played in telecom_variants(
         [{"name": a["name"], "arguments": a["arguments"], "requestor": a["requestor"]}
          for a in raw[tid]["evaluation_criteria"].get("actions") or []])]
+
+
+# the final worlds of the engine's last trial, as final_worlds read them: (agent tables, phone)
+FINAL: list[tuple[dict[str, Any], dict[str, Any]]] = []
+CAPTURE = Assertion(function="bench_tau2_agreement:final_worlds", id="bench-final-worlds")
+
+
+def final_worlds(world: Any) -> bool:
+    """An ``expect.assert`` function the bench adds to each played task: the trial's final worlds
+    read through the read-only handle the engine gives its assertions (both sides' tables), kept in
+    :data:`FINAL`. Always true: it reads, never grades."""
+    from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
+
+    agent = {t: json.loads(json.dumps(world.list(t))) for t in tel.AGENT_TABLES}
+    user = {part: {k: v for k, v in json.loads(json.dumps(world.get(*where))).items() if k != "id"}
+            for part, where in (("device", tel.DEVICE), ("surroundings", tel.SURROUNDINGS))}
+    FINAL.append((agent, user))
+    return True
+
+
+def _captured() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """:data:`FINAL` of the module the engine resolved ``final_worlds`` in (this one when imported as
+    ``bench_tau2_agreement``; a second copy of it when this file runs as a script)."""
+    import importlib
+
+    return importlib.import_module("bench_tau2_agreement").FINAL  # type: ignore[no-any-return]
+
+
+def telecom_engine(domain: Domain, task: Task, read: Any, actions: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """One engine trial of ``task`` with ``actions`` played: its reference replaced by the list's
+    agent actions and its scripted user's script by the list's user actions, both as the importer
+    builds them from τ²'s gold actions (``played_actions``); the reference agent and the scripted
+    user play them. The task's expectations are its own (telecom's bases are ENV_ASSERTION and
+    ACTION: none compares with the reference's world), plus :func:`final_worlds`. The trial's
+    result, and its final worlds (None if the trial never reached its grading)."""
+    from pytest_sandtable.importer.tau2_telecom import played_actions
+
+    script, steps = played_actions(read, [(a["name"], a["arguments"], a["requestor"]) for a in actions])
+    user = dataclasses.replace(task.user, script=[
+        ScriptLine(say=line) if isinstance(line, str) else ScriptLine(say="", call=line["call"],
+                                                                       args=copy.deepcopy(line["args"]))
+        for line in script])
+    reference = [RefStep(call=s["call"], args=copy.deepcopy(s["args"])) if "call" in s else RefStep(say=s["say"])
+                 for s in steps]
+    expect = dataclasses.replace(task.expect, asserts=[*task.expect.asserts, CAPTURE])
+    played = dataclasses.replace(task, user=user, reference=reference, expect=expect)
+    final = _captured()
+    final.clear()
+    result = run_trial(domain, played, ReferenceAgent(), ScriptedUser())
+    return result, (final[-1] if final else None)
+
+
+def telecom_steps(calls: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """The first difference between the trial's conversation calls (each side's, in order; not its
+    setup's, history's or sync's) and τ²'s tool messages: the tool, its side, and whether it failed.
+    Empty when they are the same."""
+    mine = [(c["tool"], "user" if c.get("by") == "user" else "assistant", not c["ok"]) for c in calls
+            if c.get("by") in (None, "user")]
+    its = [(r["name"], r["requestor"], bool(r["error"])) for r in theirs]
+    for n, (a, b) in enumerate(zip(mine, its), 1):
+        if a != b:
+            return f"call {n}: ours {a[0]} by {a[1]}{' failed' if a[2] else ''}, τ² {b[0]} by {b[1]}" \
+                   f"{' failed' if b[2] else ''}"
+    return "" if len(mine) == len(its) else f"ours made {len(mine)} calls, τ² {len(its)}"
+
+
+def _keyed(db: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from pytest_sandtable.importer.templates import tau2_telecom_handlers as tel
+
+    return {t: {row[key]: row for row in db.get(t) or []} for t, key in tel.AGENT_TABLES.items()}
+
+
+def telecom_differences(agent: dict[str, Any], user: dict[str, Any], answer: dict[str, Any],
+                        seed: set[str]) -> list[str]:
+    """Every field that differs between our final worlds and τ²'s (a bill made in the run compared
+    without its id, which each side draws)."""
+    out = differences(_keyed(_new_bills(agent, seed)), _keyed(_new_bills(answer["db"], seed)))
+    theirs = answer["user_db"] or {}
+    for part in ("device", "surroundings"):
+        a, b = user.get(part) or {}, theirs.get(part) or {}
+        out += [f"{part}: {f} ours {json.dumps(a.get(f))[:80]} τ² {json.dumps(b.get(f))[:80]}"
+                for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+    return out
+
+
+def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | None, limit: int | None,
+                    tally: Tally, level: str, out: Path) -> int:
+    """τ²'s telecom: each list of each task (``telecom_variants``) through τ² (the oracle) and ours:
+    at ``level`` ``engine``, an engine trial of the imported domain (:func:`telecom_engine`); at
+    ``handlers``, the handlers alone graded on τ²'s basis (:func:`telecom_ours`). The verdicts
+    against τ²'s rewards, the final worlds field by field. The number of tasks."""
+    from pytest_sandtable.domain.loader import load_domain_text
+    from pytest_sandtable.importer.tau2_telecom import import_telecom, read_telecom, reference_reply
+
+    read = read_telecom(path, split)
+    by_id = {t.raw_id: t for t in read.tasks}
+    ids = [t.raw_id for t in read.tasks if wanted is None or t.raw_id in wanted][:limit]
+    raw, plan = telecom_plan(path, ids)
     answers = oracle(python, [{"domain": "telecom", "task_id": tid, "actions": played,
-                               "reply": "Done. Is there anything else?"} for tid, _, played in plan])
+                               "reply": reference_reply(by_id[tid])} for tid, _, played in plan])
     seed = {b["bill_id"] for b in read.data["bills"]}
+    if level == "engine":
+        domain = load_domain(import_telecom(path, out, split, force=True).domain_file)
+    else:
+        domain = load_domain_text(telecom_world_text(read))
     for (tid, label, played), answer in zip(plan, answers):
         where = f"{tid} [{label}]"
         if "error" in answer:
             tally.disagreements.append(f"{where}: τ² oracle: {answer['error']}")
             continue
-        failed, (agent, user) = telecom_ours(domain, raw[tid], played)
+        if level == "engine":
+            result, worlds = telecom_engine(domain, domain.task(by_id[tid].id), by_id[tid], played)
+            if result.verdict == "errored" or worlds is None:
+                tally.lists += 1
+                tally.disagreements.append(f"{where}: our trial errored: {result.error}")
+                continue
+            failed = [c.id for c in result.failed_checks]
+            agent, user = worlds
+            steps = telecom_steps(result.calls, answer["tool_results"])
+            tally.same_steps += not steps
+            if steps:
+                tally.disagreements.append(f"{where}: calls differ: {steps}")
+        else:
+            failed, (agent, user) = telecom_ours(domain, raw[tid], played)
         tally.lists += 1
         passed, rewarded = not failed, answer["reward"] == 1.0
         tally.passed += passed
@@ -392,10 +515,22 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
         else:
             tally.disagreements.append(f"{where}: ours {'passed' if passed else 'failed ' + ', '.join(failed)}, "
                                        f"τ² reward {answer['reward']:g} {answer['reward_breakdown']}")
-        if _new_bills(agent, seed) == _new_bills(answer["db"], seed) and user == answer["user_db"]:
+        for kind, prefix in TELECOM_PARTS.items():  # each component apart: one may hide another's slip
+            if kind in answer["reward_breakdown"]:
+                part = tally.parts.setdefault(kind, [0, 0])
+                part[0] += 1
+                mine = not any(f.startswith(prefix) for f in failed)
+                if mine == (answer["reward_breakdown"][kind] == 1.0):
+                    part[1] += 1
+                else:
+                    tally.disagreements.append(f"{where}: {kind} ours {'1' if mine else '0'}, τ² "
+                                               f"{answer['reward_breakdown'][kind]:g}")
+        diff = telecom_differences(agent, user, answer, seed)
+        if not diff:
             tally.same_data += 1
         else:
-            tally.disagreements.append(f"{where}: final data differs")
+            more = f" (+{len(diff) - 3} more)" if len(diff) > 3 else ""
+            tally.disagreements.append(f"{where}: final data differs: {'; '.join(diff[:3])}{more}")
     return len(ids)
 
 
@@ -406,8 +541,10 @@ def main() -> int:
     parser.add_argument("--python", default=os.environ.get("SANDTABLE_TAU2_PYTHON"),
                         help="the Python that has τ² installed (default: $SANDTABLE_TAU2_PYTHON)")
     parser.add_argument("--domain", choices=[*DOMAINS, "telecom", "all"], default="all",
-                        help="all: airline and retail; telecom: its handlers graded on τ²'s basis (until the "
-                        "engine runs dual control)")
+                        help="all: airline and retail; telecom: τ²'s dual-control domain (not in all)")
+    parser.add_argument("--level", choices=("engine", "handlers"), default="engine",
+                        help="telecom: an engine trial of the imported domain per list (default), or its handlers "
+                        "alone graded on τ²'s basis by this script")
     parser.add_argument("--split", default="base")
     parser.add_argument("--tasks", type=int, default=None, help="the first N tasks of each domain (default: all)")
     parser.add_argument("--task-ids", default=None, metavar="A,B,...", help="only these τ² task ids")
@@ -424,12 +561,19 @@ def main() -> int:
             if name == "telecom":
                 tally = Tally()
                 count = compare_telecom(args.python, path, args.split, args.task_ids.split(",") if args.task_ids
-                                        else None, args.tasks, tally)
+                                        else None, args.tasks, tally, args.level, Path(tmp) / name)
+                how = ("an engine trial each (reference agent, scripted user)" if args.level == "engine"
+                       else "the handlers graded on τ²'s basis")
                 print(f"telecom: {count} tasks ({args.split} split), {tally.lists} action lists "
-                      f"({time.perf_counter() - started:.0f} s); the handlers graded on τ²'s basis")
+                      f"({time.perf_counter() - started:.0f} s); {how}")
                 print(f"  verdict = τ² reward: {tally.agree}/{tally.lists} "
                       f"(ours passed {tally.passed}, τ² gave 1.0 to {tally.rewarded})")
                 print(f"  same final data:     {tally.same_data}/{tally.lists}")
+                print("  per component:       " + ", ".join(f"{kind} {same}/{n}" for kind, (n, same)
+                                                            in sorted(tally.parts.items())))
+                if args.level == "engine":
+                    print(f"  same calls:          {tally.same_steps}/{tally.lists} (each call's tool, side and "
+                          "failure as τ²'s)")
                 for line in tally.disagreements:
                     print(f"  - {line}")
                 status |= bool(tally.disagreements)

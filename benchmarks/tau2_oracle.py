@@ -195,6 +195,8 @@ def replay(request: dict[str, Any]) -> dict[str, Any]:
     orchestrator = Orchestrator(domain=domain, agent=agent, user=user, environment=env, task=task,
                                 max_steps=4 * len(actions) + 20, max_errors=len(actions) + 10)
     simulation = orchestrator.run()
+    if domain == "telecom":  # each request as in a process of its own (τ²'s shared VPN details, below)
+        _reset_shared_defaults()
     graded = task
     judge_skipped = False
     criteria = task.evaluation_criteria

@@ -296,13 +296,26 @@ SAMPLE = ("[service_issue]airplane_mode_on|overdue_bill_suspension|unseat_sim_ca
 
 
 @needs_oracle
-def test_the_handlers_graded_on_tau2s_basis_agree_with_tau2s_rewards(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("level", "how"), [
+    ("engine", "an engine trial each (reference agent, scripted user)"),
+    ("handlers", "the handlers graded on τ²'s basis"),
+])
+def test_the_engines_verdicts_and_worlds_agree_with_tau2s(tmp_path: Path, level: str, how: str) -> None:
+    """Each list of the three tasks (gold, each agent write dropped, each argument of one changed,
+    each user action dropped) as an engine trial of the imported domain (the reference agent and
+    the scripted user playing it), and as the handlers alone: the verdicts equal τ²'s rewards (and
+    each reward component), the final carrier DB and phone equal τ²'s field by field, and (engine)
+    each call of the trial succeeds or fails as τ²'s."""
     r = subprocess.run([sys.executable, str(HERE.parent / "benchmarks" / "bench_tau2_agreement.py"),
                         "--tau2", str(TAU2), "--python", str(TAU2_PYTHON), "--domain", "telecom",
-                        "--task-ids", SAMPLE], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+                        "--level", level, "--task-ids", SAMPLE], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=1800)
     assert (r.returncode, r.stderr) == (0, "")
-    head, verdicts, data = r.stdout.splitlines()
-    lists = int(head.split(", ")[1].split()[0])
-    assert head.startswith(f"telecom: 3 tasks (base split), {lists} action lists (")
-    assert (lists, verdicts) == (30, "  verdict = τ² reward: 30/30 (ours passed 4, τ² gave 1.0 to 4)")
-    assert data == f"  same final data:     {lists}/{lists}"
+    head, verdicts, data, parts, *calls = r.stdout.splitlines()
+    assert head.startswith("telecom: 3 tasks (base split), 30 action lists (")
+    assert head.endswith(f" s); {how}")
+    assert verdicts == "  verdict = τ² reward: 30/30 (ours passed 4, τ² gave 1.0 to 4)"
+    assert data == "  same final data:     30/30"
+    assert parts == "  per component:       ENV_ASSERTION 30/30"
+    assert calls == (["  same calls:          30/30 (each call's tool, side and failure as τ²'s)"]
+                     if level == "engine" else [])

@@ -33,7 +33,7 @@ What maps to what (docs/import.md, "τ² telecom"):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ from .tau2 import (
 from .tau_bench import _block, _name, _q, _typed, check_out, write_import
 from .templates import tau2_telecom_handlers as tel
 
-__all__ = ["TELECOM_NOW", "TelecomDomain", "TelecomTask", "import_telecom", "read_telecom", "telecom_task_id"]
+__all__ = ["TELECOM_NOW", "TelecomDomain", "TelecomTask", "import_telecom", "played_actions", "read_telecom",
+           "reference_reply", "telecom_task_id"]
 
 HANDLERS = "tau2_telecom_handlers"
 TELECOM_NOW = "2025-02-25T12:08:00-05:00"  # τ²'s get_now(), and its policy: "2025-02-25 12:08:00 EST"
@@ -351,10 +352,10 @@ def _matcher(name: str, args: dict[str, Any], who: str, compare: list[str] | Non
     return out
 
 
-def _runs(task: TelecomTask) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
-    """The gold actions as runs of one requestor each, in order."""
+def _runs(actions: Sequence[tuple[str, dict[str, Any], str]]) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """(name, args, requestor) actions as runs of one requestor each, in order."""
     runs: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
-    for name, args, who, _ in task.actions:
+    for name, args, who in actions:
         if runs and runs[-1][0] == who:
             runs[-1][1].append((name, args))
         else:
@@ -369,6 +370,31 @@ def reference_reply(task: TelecomTask) -> str:
     return "Done. Is there anything else?"
 
 
+def played_actions(task: TelecomTask, actions: Sequence[tuple[str, dict[str, Any], str]] | None = None
+                   ) -> tuple[list[str | dict[str, Any]], list[dict[str, Any]]]:
+    """``actions`` ((name, args, requestor) each; None: the task's gold actions) as the task plays
+    them: the scripted user's script (its lines: a text, or ``{call, args}``) and the agent's
+    reference (its steps: ``{call, args}`` or ``{say}``). The agent's runs are its reference
+    turns; each run of the user's is an ask from the agent, then the script's call lines (one user
+    turn per ``USER_TURN_CALLS`` calls, the most a user turn makes) and the user's "done"; the
+    reference ends with :func:`reference_reply`. A conversation prefix that ends with the user's
+    message has the agent speak first: no opening line."""
+    if actions is None:
+        actions = [(name, args, who) for name, args, who, _ in task.actions]
+    opens = not (task.history and task.history[-1]["role"] == "user")
+    script: list[str | dict[str, Any]] = [OPENING_LINE] if opens else []
+    reference: list[dict[str, Any]] = []
+    for who, run in _runs(actions):
+        if who == "assistant":
+            reference += [{"call": n, "args": a} for n, a in run]
+        else:
+            for at in range(0, len(run), USER_TURN_CALLS):
+                reference.append({"say": ASK_USER})
+                script += [{"call": n, "args": a} for n, a in run[at:at + USER_TURN_CALLS]] + [USER_DONE]
+    reference.append({"say": reference_reply(task)})
+    return script, reference
+
+
 def _task_lines(split: str, task: TelecomTask) -> list[str]:
     lines = [f"  - id: {_q(task.id)}", f"    description: {_q(_about(split, task))}"]
     if task.user_given:
@@ -380,19 +406,9 @@ def _task_lines(split: str, task: TelecomTask) -> list[str]:
     if task.history:
         lines.append("    history:")
         lines += [f"      - {_q(m)}" for m in task.history]
-    # the gold actions, played: the agent's runs are its reference turns, the user's the script's call lines
-    # a conversation prefix that ends with the user's message: the agent speaks first, no opening line
-    opens = not (task.history and task.history[-1]["role"] == "user")
-    script: list[str] = [_q(OPENING_LINE)] if opens else []
-    reference: list[str] = []
-    for who, run in _runs(task):
-        if who == "assistant":
-            reference += [_flow({"call": n, "args": a}) for n, a in run]
-        else:  # one user turn per USER_TURN_CALLS calls (the most a user turn makes)
-            for at in range(0, len(run), USER_TURN_CALLS):
-                reference.append(_flow({"say": ASK_USER}))
-                script += [_flow({"call": n, "args": a}) for n, a in run[at:at + USER_TURN_CALLS]] + [_q(USER_DONE)]
-    reference.append(_flow({"say": reference_reply(task)}))
+    played, steps = played_actions(task)
+    script = [_q(line) if isinstance(line, str) else _flow(line) for line in played]
+    reference = [_flow(step) for step in steps]
     lines += ["    user:", f"      instructions: {_q(task.instructions)}"]
     if script:
         lines.append("      script:")
