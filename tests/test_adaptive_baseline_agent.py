@@ -10,32 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
+from _planted import planted_domain
 
 from pytest_sandtable.report.results_json import validate_results
 
 pytest_plugins = ["pytester"]
 
-TASK = """\
-  - id: {id}
-    user: {{ opening: "Read note n-1 please.", script: ["Thanks."] }}
-    expect: {{ called: [read_note] }}
-"""
-
-DOMAIN = """\
-version: 1
-name: planted
-world:
-  notes:
-    key: id
-    rows:
-      - { id: n-1, text: hello }
-tools:
-  - name: read_note
-    params: { id: { type: string } }
-    ops:
-      - get: { table: notes, key: $id }
-tasks:
-""" + "".join(TASK.format(id=t) for t in ("drops", "steady"))
+DOMAIN = planted_domain("drops", "steady")
 
 # the baseline build passes every trial; the candidate too, except task drops, which it
 # passes only where the trial seed is even (1.0 to about 0.5): a pair's two trials share

@@ -9,32 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _planted import planted_domain
 
 from pytest_sandtable.sequential.design import Design, DesignError
 
 pytest_plugins = ["pytester"]
 
-TASK = """\
-  - id: {id}
-    user: {{ opening: "Read note n-1 please.", script: ["Thanks."] }}
-    expect: {{ called: [read_note] }}
-"""
-
-DOMAIN = """\
-version: 1
-name: planted
-world:
-  notes:
-    key: id
-    rows:
-      - { id: n-1, text: hello }
-tools:
-  - name: read_note
-    params: { id: { type: string } }
-    ops:
-      - get: { table: notes, key: $id }
-tasks:
-""" + "".join(TASK.format(id=t) for t in ("good", "bad", "flaky", "steady"))
+DOMAIN = planted_domain("good", "bad", "flaky", "steady")
 
 # pass or fail planted by (task, trial): good always passes, bad never, flaky fails every
 # third trial, steady every tenth. Each trial records $1.00 of usage (200,000 input tokens

@@ -9,32 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from _planted import planted_domain
 
 from pytest_sandtable.report.results_json import validate_results
 
 pytest_plugins = ["pytester"]
 
-TASK = """\
-  - id: {id}
-    user: {{ opening: "Read note n-1 please.", script: ["Thanks."] }}
-    expect: {{ called: [read_note] }}
-"""
-
-DOMAIN = """\
-version: 1
-name: planted
-world:
-  notes:
-    key: id
-    rows:
-      - { id: n-1, text: hello }
-tools:
-  - name: read_note
-    params: { id: { type: string } }
-    ops:
-      - get: { table: notes, key: $id }
-tasks:
-""" + "".join(TASK.format(id=t) for t in ("drops", "steady", "fresh"))
+DOMAIN = planted_domain("drops", "steady", "fresh")
 
 # pass or fail planted by (task, trial): every task always passes, except that with the
 # file "mode" saying "drop", task drops passes only its even trials (from 1.0 to 0.5)
@@ -191,8 +172,7 @@ def test_one_task_that_dropped_in_a_baseline_of_four_is_flagged(pytester: pytest
     """Each task's test runs at alpha over the baseline's 4 tasks, so it stops at an e-value
     e-BH across the 4 can flag alone (4 / 0.05 = 80); at alpha itself drops stopped at 58
     after 7 trials and nothing was flagged."""
-    four = DOMAIN.split("tasks:\n")[0] + "tasks:\n" + "".join(TASK.format(id=t) for t in ("drops", "steady", "calm",
-                                                                                           "still"))
+    four = planted_domain("drops", "steady", "calm", "still")
     pytester.path.joinpath("sandtable.yaml").write_text(four, encoding="utf-8")
     pytester.path.joinpath("planted.py").write_text(AGENT, encoding="utf-8")
     monkeypatch.syspath_prepend(str(pytester.path))
