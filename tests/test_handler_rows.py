@@ -37,6 +37,7 @@ world:
     key: id
     rows:
       - { id: p1, n: 1 }
+      - { id: p2, n: 2, "a.b": 5 }
 tools:
   - name: noop
     params: {}
@@ -269,3 +270,62 @@ def test_a_handler_returning_its_rows_gives_the_world_s_values_and_changes_nothi
     assert type(given["all"]) is list and type(given["first"]) is dict  # plain JSON values in the call log
     assert r.diff == {"created": [], "changed": []}
     assert seed_rows(domain) == before
+
+
+def _keys(rows: list[dict[str, Any]], key: str = "user_id") -> list[str]:
+    return [r[key] for r in rows]
+
+
+def test_a_where_key_with_dots_is_a_path_into_nested_fields(domain: st.Domain) -> None:
+    world = World(seed_for(domain))
+    handle = WorldHandle(world, domain)
+    assert _keys(handle.list("users", {"name.first": "Alan"})) == ["u2"]
+    assert _keys(handle.list("users", {"name.last": {"in": ["Liskov", "Turing"]}, "score": {"gte": 4}})) == ["u2", "u5"]
+    assert _keys(handle.list("users", {"cards.c1.kind": "gift"})) == ["u1"]
+    assert _keys(handle.list("users", {"cards.c1": {"exists": False}})) == ["u2", "u3", "u4", "u5"]
+    assert _keys(handle.list("users", {"name.first.x": "Ada"})) == []  # through a text: no such field
+    assert _keys(handle.list("users", {"name.first": {"ne": "Ada"}}, limit=2)) == ["u2", "u3"]
+    # what the trial wrote is found, in table order: a changed seed row where it was, a created one last
+    handle.update("users", "u4", {"name": {"first": "Alan", "last": "Kay"}})
+    handle.update("users", "u2", {"name": {"first": "Alonzo", "last": "Church"}})
+    handle.create("users", {"user_id": "u6", "name": {"first": "Alan", "last": "Perlis"}, "score": 1})
+    assert _keys(handle.list("users", {"name.first": "Alan"})) == ["u4", "u6"]
+    assert _keys(handle.list("users", {"name.first": {"eq": "Alan"}, "score": {"lt": 5}})) == ["u6"]
+    handle.delete("users", "u6")
+    assert _keys(handle.list("users", {"name.first": "Alan"})) == ["u4"]
+    assert seed_for(domain).tables["users"].rows["u4"]["name"]["first"] == "Edsger"
+
+
+def test_a_field_whose_name_has_a_dot_is_that_field(domain: st.Domain) -> None:
+    handle = WorldHandle(World(seed_for(domain)), domain)
+    assert _keys(handle.list("plain", {"a.b": 5}), "id") == ["p2"]
+    with pytest.raises(ValueError) as e:
+        handle.list("users", {"name..first": "Ada"})
+    assert str(e.value) == ("world.list('users', where=...): 'name..first' is no path; a path names nested "
+                            "fields with dots between them, such as 'address.zip'")
+
+
+NOT_JSON = """\
+def give(args, world, ctx):
+    return world.get("dated", "d1")
+"""
+
+
+def test_a_world_row_that_is_not_json_errors_every_trial_that_returns_it(tmp_path: Path) -> None:
+    # the world's objects found to be JSON are kept by id: a row once refused is refused again
+    text = DOMAIN.replace("tools:\n  - name: noop\n    params: {}\n    ops: [{ respond: { ok: true } }]\n",
+                          "tools:\n  - name: give\n    params: {}\n    handler: dated_handlers:give\n")
+    text = text.replace("  plain:\n", "  dated:\n    key: id\n    rows:\n      - { id: d1, on: { v: .nan } }\n"
+                        "  plain:\n")
+    (tmp_path / "dated_handlers.py").write_text(NOT_JSON, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+
+    def agent(turn: st.Turn) -> str:
+        turn.call_tool("give")
+        return "Done."
+
+    for _ in range(2):
+        r = st.run_trial(domain, "t", agent, st.ScriptedUser())
+        assert (r.verdict, r.error) == ("errored", "the domain failed running give: its handler "
+                                            "dated_handlers:give returned nan at result.on.v, expected a JSON value")

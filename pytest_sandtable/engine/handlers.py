@@ -38,6 +38,7 @@ from ..domain.model import Domain, Table, Task, Tool
 from ..domain.wording import clip, quoted
 from .api import ToolResult
 from .invoke import Deadline, EngineStop, agent_traceback
+from .kept import KeptPer
 from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
@@ -276,7 +277,9 @@ class WorldHandle:
                 raise ValueError(f"world.list(where=...) takes a mapping of field -> condition, got {where!r}")
             if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
                 raise ValueError(f"world.list(limit=...) takes a whole number of rows (0 or more), got {limit!r}")
-            rows = world.select(table_of(table), dict(where or {}), limit=limit)
+            name = table_of(table)
+            fields, paths = _where_paths(name, where or {}, tables[name].fields)
+            rows = world.select(name, fields, limit=limit, paths=paths)
             return _rows_for(rows)
 
         def create(table: str, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -321,6 +324,26 @@ class WorldHandle:
 
     def __repr__(self) -> str:
         return "WorldHandle(get, list, create, update, delete)"
+
+
+def _where_paths(table: str, where: Mapping[str, Any], fields: set[str]
+                 ) -> tuple[dict[str, Any], list[tuple[tuple[str, ...], Any]] | None]:
+    """A handler's ``where``, its dotted keys (``"address.zip"``, not a field of the
+    table) taken apart as paths into nested mappings."""
+    if not any(type(f) is str and "." in f and f not in fields for f in where):
+        return dict(where), None
+    plain: dict[str, Any] = {}
+    paths: list[tuple[tuple[str, ...], Any]] = []
+    for f, cond in where.items():
+        if type(f) is str and "." in f and f not in fields:
+            path = tuple(f.split("."))
+            if "" in path:
+                raise ValueError(f"world.list({table!r}, where=...): {f!r} is no path; a path names nested "
+                                 "fields with dots between them, such as 'address.zip'")
+            paths.append((path, cond))
+        else:
+            plain[f] = cond
+    return plain, paths
 
 
 def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
@@ -718,12 +741,16 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _HandlerTimeout()
 
 
+# the folder of a domain's handler modules, found once per domain and process
+_FOLDERS: KeptPer[Domain, str | None] = KeptPer(lambda domain: handler_folder(domain.path))
+
+
 def _function(tool: Tool, domain: Domain) -> Any:
     """The handler's function (imported on this process's first call, when the domain
     came from the cache and was not checked here)."""
     assert tool.handler is not None
     try:
-        return resolve_handler(tool.handler, handler_folder(domain.path))
+        return resolve_handler(tool.handler, _FOLDERS(domain))
     except HandlerImportError as e:
         raise HandlerBug(f"its handler {tool.handler} could not be loaded: {e}") from None
 
@@ -774,22 +801,45 @@ def _json_copy(value: Any, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         # a handler's row as it holds it: what it has not read yet is the world's, copied here
+        src = value._src if type(value) is _Row else _NOTHING
         for k, v in (_dict_items(value) if type(value) is _Row else value.items()):
             if type(k) is not str:
                 raise _NotJson(f"the key {k!r} ({type(k).__name__}, not a string)")
             try:
-                out[k] = v if type(v) in _PLAIN else _json_copy(v, depth + 1)
+                out[k] = v if type(v) in _PLAIN else \
+                    _world_copy(v, depth + 1) if src and src.get(k) is v else _json_copy(v, depth + 1)
             except _NotJson as e:
                 e.path.append(f".{k}")
                 raise
         return out
     if isinstance(value, (list, tuple)):
         items: list[Any] = []
+        raw = value._raw if type(value) is _Rows else None
         for i, v in enumerate(_list_iter(value) if type(value) is _Rows else value):  # a _Rows as it holds it
             try:
-                items.append(v if type(v) in _PLAIN else _json_copy(v, depth + 1))
+                items.append(v if type(v) in _PLAIN else
+                             _world_copy(v, depth + 1) if raw and id(v) in raw else _json_copy(v, depth + 1))
             except _NotJson as e:
                 e.path.append(f"[{i}]")
                 raise
         return items
     raise _NotJson(f"a {t.__name__}")
+
+
+# the world's own objects (a seed row's nested values, rows no handler has read yet) found
+# to be JSON, by id, with the depth they were found at: the world never changes an object
+# it holds (a write puts new ones in its place), so one that was JSON still is, and is
+# copied again by marshal, in C, instead of the walk
+_JSON_OK: dict[int, tuple[Any, int]] = {}
+
+
+def _world_copy(value: Any, depth: int) -> Any:
+    """:func:`_json_copy` of an object the world holds."""
+    ok = _JSON_OK.get(id(value))
+    if ok is not None and ok[0] is value and depth <= ok[1]:
+        return marshal.loads(marshal.dumps(value, 2))
+    out = _json_copy(value, depth)
+    if len(_JSON_OK) >= 100_000:
+        _JSON_OK.clear()
+    _JSON_OK[id(value)] = (value, depth)
+    return out

@@ -14,6 +14,7 @@ world should state its expectations with ``state`` entries instead). Values comp
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -104,12 +105,22 @@ def _replay(
 
 def _same(a: Any, b: Any) -> bool:
     """Equal values of equal types, all the way down (True is not 1, 1 is not 1.0)."""
+    if type(a) is dict and type(b) is dict:  # two rows: the same bytes in marshal's form are the same values
+        try:
+            if marshal.dumps(a, 2) == marshal.dumps(b, 2):
+                return True
+        except (ValueError, TypeError, RecursionError):
+            pass
+    return _same_walk(a, b)
+
+
+def _same_walk(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same_walk(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_walk(x, y) for x, y in zip(a, b))
     return bool(a == b)
 
 

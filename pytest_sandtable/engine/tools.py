@@ -352,11 +352,37 @@ def _coerce_nested(v: Any, schema: dict[str, Any]) -> Any:
 def _validate_structured(p: Param, v: Any) -> None:
     import jsonschema  # only tools with object/array params pay for this import
 
+    quick = _quick_check(p.schema)
+    if quick is not None and quick(v):  # valid by a check of its own: jsonschema finds nothing either
+        return
     # what jsonschema.validate(v, p.schema) raises, without checking the schema itself again
     error = jsonschema.exceptions.best_match(_validator(p.schema).iter_errors(v))
     if error is not None:
         where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in error.absolute_path)
         raise ArgError(f"{p.name}{where}: {error.message}")
+
+
+_QUICK_TYPES: dict[str, Any] = {"string": str, "boolean": bool}
+_NOTES = frozenset({"type", "description", "title"})
+
+
+def _made_quick_check(schema: dict[str, Any]) -> Any:
+    """For the usual structured param, a list of texts or booleans (``{"type": "array",
+    "items": {"type": "string"}}``, with a description at most): a check that says a
+    value is valid exactly when jsonschema would (it says nothing of the invalid, which
+    jsonschema then words). None for any other schema."""
+    items = schema.get("items")
+    if schema.get("type") != "array" or not isinstance(items, dict) or not _NOTES.issuperset(
+            set(schema) - {"items"}) or not _NOTES.issuperset(items):
+        return None
+    kind = items.get("type")
+    want = _QUICK_TYPES.get(kind) if isinstance(kind, str) else None
+    if want is None:
+        return None
+    return lambda v: type(v) is list and all(type(x) is want for x in v)
+
+
+_quick_check: KeptPer[dict[str, Any], Any] = KeptPer(_made_quick_check)
 
 
 # a param's schema -> its validator, made (and the schema checked) on its first call in

@@ -11,12 +11,13 @@ lists `loads where origin = X` costs what it matches, not the table's size.
 from __future__ import annotations
 
 import copy
+import marshal
 import operator
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..domain.conditions import as_number, is_operator_object, row_matches
+from ..domain.conditions import as_number, is_operator_object, row_matches, test
 from ..domain.model import Domain, Table
 from .kept import KeptPer
 
@@ -35,7 +36,11 @@ def copy_row(row: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(row)
     if _SCALAR_TYPES.issuperset(map(type, out.values())):  # scalars only, as most rows are: the whole copy
         return out
-    return {k: v if type(v) in _SCALAR_TYPES else copy.deepcopy(v) for k, v in out.items()}
+    try:  # JSON values, as rows hold: copied by marshal in C (format 2 shares no sub-object)
+        copied: dict[str, Any] = marshal.loads(marshal.dumps(out, 2))
+        return copied
+    except (ValueError, TypeError, RecursionError):  # a value marshal cannot take (a date from YAML)
+        return {k: v if type(v) in _SCALAR_TYPES else copy.deepcopy(v) for k, v in out.items()}
 
 
 def norm_key(v: Any) -> Any:
@@ -71,6 +76,52 @@ def _index_key(v: Any) -> Any:
     return None  # lists and objects are not indexed
 
 
+# a path into a row's nested mappings: ("address", "zip") reads row["address"]["zip"]
+Path = tuple[str, ...]
+_ABSENT: Any = object()
+
+
+def at_path(row: Mapping[str, Any], path: Path) -> Any:
+    """The value at ``path`` in ``row``, or ``_ABSENT`` when a step is missing or
+    not a mapping."""
+    value: Any = row
+    for step in path:
+        if not isinstance(value, Mapping) or step not in value:
+            return _ABSENT
+        value = value[step]
+    return value
+
+
+def _eq_key(cond: Any) -> Any:
+    """The index key a condition's equality looks up (a literal, or an operator
+    object's ``eq``), or None when it has none to look up."""
+    if type(cond) is str and cond and cond[0] in _NOT_NUMBER_START:  # _index_key's first case
+        return ("s", cond)
+    if isinstance(cond, dict):  # an operator object's `eq`; nothing else is looked up
+        if not is_operator_object(cond) or "eq" not in cond:
+            return None
+        cond = cond["eq"]
+        if is_operator_object(cond):
+            return None
+    return _index_key(cond)
+
+
+def _with_paths(paths: list[tuple[Path, Any]]) -> Any:
+    def ok(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+        return row_matches(row, where) and paths_match(row, paths)
+    return ok
+
+
+def paths_match(row: Mapping[str, Any], paths: list[tuple[Path, Any]]) -> bool:
+    """Does a row satisfy conditions on paths into its nested mappings (an absent
+    path is an absent field)?"""
+    for path, cond in paths:
+        value = at_path(row, path)
+        if not test(None if value is _ABSENT else value, cond, value is not _ABSENT):
+            return False
+    return True
+
+
 class SeedTable:
     """One table's seed rows, read-only, with lazily built per-field indexes."""
 
@@ -82,18 +133,27 @@ class SeedTable:
         for row in table.rows:
             self.rows[norm_key(row[table.key])] = row
         self.position = {k: i for i, k in enumerate(self.rows)}
-        self._indexes: dict[str, dict[Any, list[Any]]] = {}
+        self._indexes: dict[str | Path, dict[Any, list[Any]]] = {}
         self._value_counts: dict[str, Counter[Any]] = {}
 
-    def index(self, field: str) -> dict[Any, list[Any]]:
+    def index(self, field: str | Path) -> dict[Any, list[Any]]:
+        """Seed keys by the index key of a field's value (or of the value at a path into
+        nested mappings, for a handler's ``world.list``), in seed order."""
         idx = self._indexes.get(field)
         if idx is None:
             idx = {}
             for k, row in self.rows.items():
-                if field in row:
-                    ik = _index_key(row[field])
-                    if ik is not None:
-                        idx.setdefault(ik, []).append(k)
+                if isinstance(field, str):
+                    if field not in row:
+                        continue
+                    value = row[field]
+                else:
+                    value = at_path(row, field)
+                    if value is _ABSENT:
+                        continue
+                ik = _index_key(value)
+                if ik is not None:
+                    idx.setdefault(ik, []).append(k)
             self._indexes[field] = idx
         return idx
 
@@ -254,51 +314,45 @@ class World:
             if changed[k] is not _GONE:
                 yield changed[k]
 
-    def select(self, table: str, where: Mapping[str, Any], limit: int | None = None) -> list[dict[str, Any]]:
-        """Rows matching a resolved where clause, in table order."""
+    def select(self, table: str, where: Mapping[str, Any], limit: int | None = None,
+               paths: list[tuple[Path, Any]] | None = None) -> list[dict[str, Any]]:
+        """Rows matching a resolved where clause (and ``paths``, conditions on paths into
+        nested mappings), in table order. An equality on a field or a path is looked up
+        in the seed's index."""
         st = self.seed.tables[table]
         changed = self._changed[table]
         if not changed and not st.rows:  # a table with no rows yet (a log nobody wrote to)
             return []
-        eq_field = None
+        eq_field: Any = None  # a field, or a path
         eq_key: Any = None
         if len(st.rows) >= _INDEX_MIN_ROWS:
-            for f, cond in where.items():
-                val = cond
-                if type(val) is str and val and val[0] in _NOT_NUMBER_START:  # _index_key's first case
-                    eq_field, eq_key = f, ("s", val)
+            for f, cond in where.items() if not paths else [*where.items(), *paths]:
+                eq_key = _eq_key(cond)
+                if eq_key is not None:
+                    eq_field = f
                     break
-                if isinstance(cond, dict):  # an operator object's `eq`; nothing else is looked up
-                    if not is_operator_object(cond) or "eq" not in cond:
-                        continue
-                    val = cond["eq"]
-                    if is_operator_object(val):
-                        continue
-                ik = _index_key(val)
-                if ik is not None:
-                    eq_field, eq_key = f, ik
-                    break
+        ok = row_matches if not paths else _with_paths(paths)
         if eq_field is None:
             # no clause (a handler listing a whole table): every row, without a test per row
             every = st.rows.values() if not changed else self.rows(table)  # a table as seeded: its rows
-            out = list(every) if not where else [r for r in every if row_matches(r, where)]
+            out = list(every) if not where and not paths else [r for r in every if ok(r, where)]
             return out[:limit] if limit is not None else out
         # seed candidates from the index (in seed order), then every row this trial touched
         candidates = st.index(eq_field).get(eq_key, ())
         if not changed:
-            out = [row for row in map(st.rows.__getitem__, candidates) if row_matches(row, where)]
+            out = [row for row in map(st.rows.__getitem__, candidates) if ok(row, where)]
             return out[:limit] if limit is not None else out
         found: list[tuple[int, dict[str, Any]]] = []
         for k in candidates:
             if k in changed:
                 continue
             row = st.rows[k]
-            if row_matches(row, where):
+            if ok(row, where):
                 found.append((st.position[k], row))
         base = len(st.rows)
         created_pos = {k: base + i for i, k in enumerate(self._created[table])}
         for k, row in changed.items():
-            if row is not _GONE and row_matches(row, where):
+            if row is not _GONE and ok(row, where):
                 found.append((st.position[k] if k in st.position else created_pos[k], row))
         found.sort(key=_first)
         out = [r for _, r in found]
