@@ -30,10 +30,10 @@ import io
 import logging
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .config import is_xdist_worker
+from .config import RunConfig, is_xdist_worker
 
 if TYPE_CHECKING:
     from ..engine.results import TrialResult
@@ -94,8 +94,11 @@ def _routed_print(*args: Any, sep: str | None = " ", end: str | None = "\n", fil
 
 
 class TrialPool:
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, keeps: Callable[[str], bool] | None = None) -> None:
         self.limit = limit
+        # under xdist: whether this worker still runs an item (another may have taken it
+        # since its trial was started ahead; it then does not begin here when a slot frees)
+        self._keeps = keeps
         self.loop = asyncio.new_event_loop()
         self._sem = asyncio.Semaphore(limit)
         self._futures: dict[str, concurrent.futures.Future[tuple[TrialResult, dict[str, str]]]] = {}
@@ -120,7 +123,7 @@ class TrialPool:
         """Start a trial (once per key); `make_coro()` builds its coroutine."""
         fut = self._futures.get(key)
         if fut is None:
-            fut = asyncio.run_coroutine_threadsafe(self._guarded(make_coro), self.loop)
+            fut = asyncio.run_coroutine_threadsafe(self._guarded(key, make_coro), self.loop)
             self._futures[key] = fut
         return fut
 
@@ -131,8 +134,10 @@ class TrialPool:
         for key in [k for k in self._futures if k not in keep]:
             self._futures.pop(key).cancel()
 
-    async def _guarded(self, make_coro: Any) -> tuple[TrialResult, dict[str, str]]:
+    async def _guarded(self, key: str, make_coro: Any) -> tuple[TrialResult, dict[str, str]]:
         async with self._sem:
+            if self._keeps is not None and not self._keeps(key):
+                raise asyncio.CancelledError  # taken by another worker while it waited for a slot
             buffers = {"stdout": io.StringIO(), "stderr": io.StringIO(), "log": io.StringIO()}
             token = _TRIAL_OUTPUT.set(buffers)
             try:
@@ -191,6 +196,25 @@ class _routed:
 
     def __exit__(self, *exc: object) -> None:
         sys.stdout, sys.stderr = self.saved
+
+
+def worker_keeps(session: Any) -> Callable[[str], bool] | None:
+    """Under xdist, whether this worker still runs the item of a node id: the item it runs,
+    the next, or one in its queue (looked for from its front, where the items started ahead
+    are). None outside xdist."""
+    interactor = _xdist_worker(session.config)
+    if interactor is None or getattr(interactor, "torun", None) is None:
+        return None
+    items = session.items
+
+    def keeps(nodeid: str) -> bool:
+        for i in (getattr(interactor, "item_index", None), getattr(interactor, "nextitem_index", None)):
+            if isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid:
+                return True
+        with interactor.torun.lock() as queue:
+            return any(isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid for i in queue)
+
+    return keeps
 
 
 def pending_items(session: Any, current: Any) -> Iterator[Any]:
@@ -253,4 +277,42 @@ def work_stealing(config: Any, log: Any) -> Any:
         return None
     from xdist.scheduler import WorkStealingScheduling  # type: ignore[import-untyped,unused-ignore]
 
-    return WorkStealingScheduling(config, log)
+    in_flight = RunConfig.of(config).concurrency
+
+    class InFlightStealing(WorkStealingScheduling):  # type: ignore[misc,unused-ignore]
+        """xdist's work stealing, except that a steal never takes the items whose trials
+        are running on their worker. A worker runs its queue in order, its first N items'
+        trials in flight (N = --sandtable-concurrency) and the next N started ahead and
+        waiting for a slot. xdist steals the tail half of a queue: near the end of a run
+        that is trials half done, which the victim cancels and the thief runs again from
+        the start, a whole trial's time added to the run. Here only the items past the
+        first N are taken; with none such, the idle worker stops, as xdist's does when
+        nothing is left to steal."""
+
+        def check_schedule(self) -> None:
+            up = {node: pending for node, pending in self.node2pending.items() if not node.shutting_down}
+            idle = [node for node, pending in up.items() if len(pending) < MIN_PENDING]
+            if not idle:
+                return
+            if self.pending:  # the items not sent yet, shared out among the idle workers
+                for i, node in enumerate(idle):
+                    self._send_tests(node, len(self.pending) // (len(idle) - i))
+                idle = [node for node in idle if len(up[node]) < MIN_PENDING]
+                if not idle:
+                    return
+            if self.steal_requested_from_node is not None:  # one steal at a time
+                return
+            victim = max(up, key=lambda node: len(up[node]), default=None)
+            spare = 0 if victim is None else len(up[victim]) - max(MIN_PENDING, in_flight)
+            if spare <= 0:
+                for node in idle:  # nothing to take that is not running: the idle ones stop
+                    node.shutdown()
+                return
+            assert victim is not None
+            victim.send_steal(up[victim][-((spare + 1) // 2):])
+            self.steal_requested_from_node = victim
+
+    return InFlightStealing(config, log)
+
+
+MIN_PENDING = 2  # xdist's: a worker with fewer pending items is idle

@@ -27,7 +27,7 @@ from ..engine.results import ERRORED, TrialResult
 from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
 from .config import REFERENCE_NOTICE, RUN_STATE, RunConfig, is_xdist_worker
 from .interplay import item_timeout, run_id, within_timeout
-from .pool import TrialPool, pending_items
+from .pool import TrialPool, pending_items, worker_keeps
 
 if TYPE_CHECKING:
     from ..adapters.recording import Settings, Tape
@@ -501,6 +501,8 @@ class RunState:
     def run_concurrently(self, item: Any, agent: Any, user: Any) -> tuple[TrialResult, dict[str, str]]:
         """Start this item's trial (unless prefetched), top up the prefetch window, wait for
         it. As in :meth:`run_now`, whatever escapes the trial makes it errored, except Ctrl-C."""
+        if self._pool is None:  # under xdist it knows which items are still this worker's
+            self._pool = TrialPool(self.run.concurrency, worker_keeps(item.session))
         self._prefetch(item, agent, user)
         try:
             return self.pool.wait(item.nodeid)
