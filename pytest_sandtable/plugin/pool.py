@@ -289,6 +289,8 @@ def work_stealing(config: Any, log: Any) -> Any:
         first N are taken; with none such, the idle worker stops, as xdist's does when
         nothing is left to steal."""
 
+        steal_requested_from_node: Any  # xdist's: the worker asked to give items up, if any
+
         def check_schedule(self) -> None:
             up = {node: pending for node, pending in self.node2pending.items() if not node.shutting_down}
             idle = [node for node, pending in up.items() if len(pending) < MIN_PENDING]
