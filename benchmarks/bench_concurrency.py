@@ -128,17 +128,19 @@ def pytest_runtestloop(session):
         return (yield)
     finally:
         _t["end"] = time.perf_counter()
+        _t["end_at"] = time.time()
 
 
 def pytest_runtest_logstart(nodeid, location):
-    _t.setdefault("start", time.perf_counter())
+    if "start" not in _t:
+        _t["start"], _t["start_at"] = time.perf_counter(), time.time()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session):
     if "end" in _t and "start" in _t and not hasattr(session.config, "workerinput"):
         with open(os.environ["BENCH_TIMES"], "w") as f:
-            json.dump({"loop": _t["end"] - _t["start"]}, f)
+            json.dump({"loop": _t["end"] - _t["start"], "start_at": _t["start_at"], "end_at": _t["end_at"]}, f)
 '''
 
 
@@ -148,14 +150,17 @@ def run_once(root: Path, agent: str, k: int, n: int, workers: int) -> dict[str, 
     own.unlink(missing_ok=True)
     env = dict(os.environ, BENCH_TIMES=str(times), BENCH_OWN=str(own), PYTHONPATH=str(root))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
+    t0, t0_at = time.perf_counter(), time.time()
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--sandtable-k={k}",
-         f"--sandtable-agent={agent}", f"--sandtable-concurrency={n}", f"--sandtable-out={out}", str(root),
+        # hypothesis is this project's development dependency, not a user's: its plugin imports
+        # it at every process's terminal summary (1.2 s a process here), xdist's workers too
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+         f"--sandtable-k={k}", f"--sandtable-agent={agent}", f"--sandtable-concurrency={n}",
+         f"--sandtable-out={out}", str(root),
          *(["-p", "xdist", "-n", str(workers)] if workers else [])],
         cwd=root, env=env, capture_output=True, text=True,
     )
-    wall = time.perf_counter() - t0
+    wall, t1_at = time.perf_counter() - t0, time.time()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"pytest failed at N={n} (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
@@ -163,8 +168,11 @@ def run_once(root: Path, agent: str, k: int, n: int, workers: int) -> dict[str, 
     trials = json.loads((out / "results.json").read_text())["trials"]
     turns = [x for t in trials for x in t["latency"]]
     own_turns = [float(line) for line in own.read_text().split()]
+    timed = json.loads(times.read_text())
     return {
-        "loop": json.loads(times.read_text())["loop"],
+        "loop": timed["loop"],
+        "before_loop": timed["start_at"] - t0_at,  # start-up, collection, xdist's workers booting
+        "after_loop": t1_at - timed["end_at"],  # the run's end: results, report, workers stopping
         "wall": wall,
         "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "turn_median": statistics.median(turns),
@@ -239,17 +247,23 @@ def xdist_ratio(root: Path, agent: str, k: int, trials: int, turns: int, levels:
     for n in levels:
         walls: dict[int, list[float]] = {0: [], workers: []}
         loops: dict[int, list[float]] = {0: [], workers: []}
+        outside: dict[int, list[tuple[float, float]]] = {0: [], workers: []}
         for _ in range(repeat):
             for w in (0, workers):
                 r = run_once(root, agent, k, n, w)
                 walls[w].append(r["wall"])
                 loops[w].append(r["loop"])
+                outside[w].append((r["before_loop"], r["after_loop"]))
         ratios = [b / a for a, b in zip(walls[0], walls[workers], strict=True)]
         bound = -(-trials // (n * workers)) / -(-trials // n)
         print(f"{n:>4} {statistics.median(walls[0]):>9.2f}s {statistics.median(walls[workers]):>9.2f}s "
               f"{statistics.median(walls[workers]) / statistics.median(walls[0]):>6.3f} "
               f"{statistics.median(loops[workers]) / statistics.median(loops[0]):>10.3f} {bound:>10.3f}  "
               + " ".join(f"{x:.3f}" for x in ratios), flush=True)
+        for w in (0, workers):
+            print(f"{'':>4} -n {w}: loop {statistics.median(loops[w]):.2f}s, before the loop "
+                  f"{statistics.median(b for b, _ in outside[w]):.2f}s, after it "
+                  f"{statistics.median(a for _, a in outside[w]):.2f}s (medians)", flush=True)
 
 
 if __name__ == "__main__":

@@ -839,7 +839,7 @@ def _world_copy(value: Any, depth: int) -> Any:
     if ok is not None and ok[0] is value and depth <= ok[1]:
         return marshal.loads(marshal.dumps(value, 2))
     out = _json_copy(value, depth)
-    if len(_JSON_OK) >= 100_000:
+    if len(_JSON_OK) >= 10_000:  # it holds them alive: a bounded number (the seed objects refill it)
         _JSON_OK.clear()
     _JSON_OK[id(value)] = (value, depth)
     return out
