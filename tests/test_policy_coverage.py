@@ -310,3 +310,27 @@ tasks:
     # a trial of another task that does not call the tool does not count as holding it
     others = [r for r in reference_results(domain) if r.task != "asks-advance"]
     assert {r.id: r.level for r in coverage(domain, [broke, *others]).rules}["advance-cap"] == "could-fire"
+
+
+def test_the_same_trial_again_counts_what_its_replay_did_without_replaying_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_sandtable.policy_coverage import compute
+
+    domain = desk()
+    trials = list(reference_results(domain))
+    again = [*trials, *trials[::-1], *trials]  # the k trials of a task its agent played the same way
+    replays: list[str] = []
+    replay = compute._replay
+
+    def counted(*args: object) -> bool:
+        replays.append(args[1].id)  # type: ignore[attr-defined]
+        return replay(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compute, "_replay", counted)
+    kept = coverage_json(coverage(domain, again))
+    assert len(replays) == len(trials)
+    monkeypatch.setattr(compute, "_REPLAYS_KEPT", 0)  # every trial replayed
+    assert coverage_json(coverage(domain, again)) == kept
+    assert len(replays) == 4 * len(trials)
+    one = coverage_json(coverage(domain, trials))
+    assert [(r["calls"], r["applied"], r["held"], r["broken"]) for r in kept["rules"]] == [
+        (3 * r["calls"], 3 * r["applied"], 3 * r["held"], 3 * r["broken"]) for r in one["rules"]]

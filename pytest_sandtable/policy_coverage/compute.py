@@ -41,6 +41,7 @@ value one step past it broken, for one of its bounds; the step is 1 for an
 from __future__ import annotations
 
 import json
+import marshal
 import math
 import operator
 import re
@@ -162,6 +163,7 @@ class CoverageAccumulator:
         self._per_task: dict[str, dict[str, list[int]]] = {inv.id: {} for inv in self._unconditional}
         self._notes: list[str] = []
         self._trials = 0
+        self._replays: dict[bytes, _Replayed] = {}  # what each distinct trial's replay did
 
     def add(self, result: TrialResult) -> None:
         """Count one trial (left out when of another domain or of a task the domain lacks)."""
@@ -169,12 +171,35 @@ class CoverageAccumulator:
         if result.domain != self.domain.name or task is None:
             return
         self._trials += 1
-        touched = _replay(self.domain, task, result, self._rules, self._by_tool, self._disclose, self._scanner,
-                          self._notes)
+        touched = self._replayed(task, result)
         self._exercised[task.id] = self._exercised.get(task.id, False) or touched
         for inv in self._unconditional:
             called = any(c.get("tool") == inv.tool and inv.id in (c.get("violations") or ()) for c in result.calls)
             self._per_task[inv.id].setdefault(task.id, [0, 0])[int(called)] += 1
+
+    def _replayed(self, task: Task, result: TrialResult) -> bool:
+        """:func:`_replay` of the trial, or what the replay of the same trial did (its
+        task, transcript, calls and violations alike: the k trials of a task an agent
+        played the same way), when no handler read the seed in it, or read the same."""
+        try:
+            key: bytes | None = marshal.dumps((task.id, result.transcript, result.calls,
+                                               [(v.invariant, v.turn, v.call) for v in result.violations]), 2)
+        except (ValueError, TypeError, RecursionError):
+            key = None
+        done = self._replays.get(key) if key is not None else None
+        if done is not None and (done.seed is None or done.seed == result.seed):
+            done.apply(self._rules, task.id)
+            return done.touched
+        before = {k: _counts(rc) for k, rc in self._rules.items()}
+        notes = len(self._notes)
+        handlers = HandlerState(self.domain, task, result.seed)
+        touched = _replay(self.domain, task, result, self._rules, self._by_tool, self._disclose, self._scanner,
+                          self._notes, handlers)
+        if key is not None and len(self._notes) == notes and len(self._replays) < _REPLAYS_KEPT:
+            # (a replay that left a note names its trial: it is made again for every trial)
+            self._replays[key] = _Replayed.between(before, self._rules, task.id, touched,
+                                                   result.seed if handlers.shared.seeded else None)
+        return touched
 
     def result(self) -> DomainCoverage:
         """The coverage of the trials added so far."""
@@ -198,6 +223,53 @@ class CoverageAccumulator:
         )
 
 
+_REPLAYS_KEPT = 4096
+
+
+def _counts(rc: RuleCoverage) -> tuple[int, int, int, int, bool, dict[str, tuple[bool, ...]]]:
+    return (rc.reached, rc.applied, rc.held, rc.broken, rc.could_fire,
+            {op: tuple(pair) for op, pair in rc.boundary.items()})
+
+
+@dataclass
+class _Replayed:
+    """What one trial's replay did to the rules' counts, to count again for a trial that
+    is the same: counts added, and the flags it set (they are only ever set, never
+    cleared, so setting them again is what a replay would do)."""
+
+    touched: bool
+    seed: int | None  # the seed a handler read in the replay (None: none read it)
+    changes: list[tuple[str, tuple[int, int, int, int], bool, list[tuple[str, int]], bool]]
+
+    @classmethod
+    def between(cls, before: Mapping[str, tuple[Any, ...]], rules: Mapping[str, RuleCoverage], task: str,
+                touched: bool, seed: int | None) -> _Replayed:
+        changes = []
+        for k, rc in rules.items():
+            reached, applied, held, broken, could_fire, boundary = before[k]
+            added = (rc.reached - reached, rc.applied - applied, rc.held - held, rc.broken - broken)
+            fired = rc.could_fire and not could_fire
+            points = [(op, i) for op, pair in rc.boundary.items() for i, hit in enumerate(pair)
+                      if hit and not (op in boundary and boundary[op][i])]
+            if any(added) or fired or points or task in rc.tasks:
+                changes.append((k, added, fired, points, task in rc.tasks))
+        return cls(touched, seed, changes)
+
+    def apply(self, rules: Mapping[str, RuleCoverage], task: str) -> None:
+        for k, added, fired, points, in_task in self.changes:
+            rc = rules[k]
+            rc.reached += added[0]
+            rc.applied += added[1]
+            rc.held += added[2]
+            rc.broken += added[3]
+            if fired:
+                rc.could_fire = True
+            for op, i in points:
+                rc.boundary.setdefault(op, [False, False])[i] = True
+            if in_task:
+                rc.tasks.add(task)
+
+
 def _replay(
     domain: Domain,
     task: Task,
@@ -207,6 +279,7 @@ def _replay(
     disclose: Sequence[Invariant],
     scanner: DisclosureScanner | None,
     notes: list[str],
+    handlers: HandlerState,
 ) -> bool:
     """Replay one trial, counting what each rule did; whether it exercised any rule."""
     world = World(seed_for(domain))
@@ -216,7 +289,6 @@ def _replay(
     except Exception as e:
         notes.append(f"{task.id} trial {result.trial}: its given could not be applied: {e}")
         return False
-    handlers = HandlerState(domain, task, result.seed)
     succeeded: list[tuple[str, Mapping[str, Any]]] = []
     shown = _Seen()  # what the trial showed so far
     seen: set[str] = set()  # never_disclose rules whose protected value a tool result held
