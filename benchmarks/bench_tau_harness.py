@@ -109,7 +109,7 @@ def gold_agent(tau: dict[str, Any]) -> type:
     types = tau["types"]
     respond = types.RESPOND_ACTION_NAME
 
-    class GoldAgent(tau["base"].Agent):  # type: ignore[misc, name-defined]
+    class GoldAgent(tau["base"].Agent):  # type: ignore[misc]
         def __init__(self, tools_info: list[dict[str, Any]], wiki: str) -> None:
             self.tools_info = tools_info
             self.wiki = wiki
@@ -390,13 +390,20 @@ def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat
                     runs[name].append(t)
                 one["tau"].append(one_tau)
                 one["ours"].append(one_ours)
+    summary(runs, one, tasks, tau_trials, ks, repeat)
+
+
+def summary(runs: dict[str, list[tuple[float, float]]], one: dict[str, list[float]], tasks: int,
+            tau_trials: tuple[int, int], ks: tuple[int, int], repeat: int) -> None:
+    """The medians, per trial, and the ratios τ-bench ÷ ours."""
+    (n1, n2), (k1, k2) = tau_trials, ks
     med = {name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for name, t in runs.items()}
     print(f"medians of {repeat} rounds (wall s, CPU s):")
     for name, (w, c) in med.items():
-        kind, size = name.split()
-        print(f"  {KINDS[kind]:<16}{int(size) * tasks:>6} trials  "
-              f"wall {w:7.2f}  CPU {c:7.2f}   per trial wall {w / (int(size) * tasks) * 1e3:8.2f} ms  "
-              f"CPU {c / (int(size) * tasks) * 1e3:8.2f} ms")
+        kind, units = name.split()
+        trials = int(units) * tasks
+        print(f"  {KINDS[kind]:<16}{trials:>6} trials  wall {w:7.2f}  CPU {c:7.2f}   per trial wall "
+              f"{w / trials * 1e3:8.2f} ms  CPU {c / trials * 1e3:8.2f} ms")
     print(f"{'':<30}{'ours':>12}{'τ-bench':>12}{'ratio':>9}")
     for i, what in enumerate(("wall", "CPU")):
         tau_m = (med[f"tau {n2}"][i] - med[f"tau {n1}"][i]) / ((n2 - n1) * tasks)
