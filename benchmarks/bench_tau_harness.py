@@ -414,6 +414,11 @@ def summary(runs: dict[str, list[tuple[float, float]]], one: dict[str, list[floa
         ours_w = med[f"ours {k2}"][i] / (k2 * tasks)
         print(f"  {'whole process per trial, ' + what:<28}{ours_w * 1e3:9.2f} ms{tau_w * 1e3:9.2f} ms"
               f"{tau_w / ours_w:8.0f}x")
+    for i, what in enumerate(("wall", "CPU")):  # each round's own, for the spread under load
+        each = [((t2[i] - t1[i]) / ((n2 - n1) * tasks), (o2[i] - o1[i]) / ((k2 - k1) * tasks))
+                for t1, o1, t2, o2 in zip(*runs.values(), strict=True)]
+        print(f"  {'  each round, ' + what:<28}" + "  ".join(
+            f"{o * 1e3:.2f} / {t * 1e3:.1f} ms {t / o:.0f}x" for t, o in each))
     tau_1, ours_1 = statistics.median(one["tau"]), statistics.median(one["ours"])
     print(f"  {'one trial in-process, CPU':<28}{ours_1 * 1e3:9.3f} ms{tau_1 * 1e3:9.2f} ms{tau_1 / ours_1:8.0f}x")
     print(f"whole process: τ-bench at {n2 * tasks} trials, ours at {k2 * tasks}, each per trial (scaled by trials); "
