@@ -135,16 +135,20 @@ class TrialPool:
             self._futures.pop(key).cancel()
 
     async def _guarded(self, key: str, make_coro: Any) -> tuple[TrialResult, dict[str, str]]:
-        async with self._sem:
-            if self._keeps is not None and not self._keeps(key):
-                raise asyncio.CancelledError  # taken by another worker while it waited for a slot
-            buffers = {"stdout": io.StringIO(), "stderr": io.StringIO(), "log": io.StringIO()}
-            token = _TRIAL_OUTPUT.set(buffers)
-            try:
-                result = await make_coro()
-            finally:
-                _TRIAL_OUTPUT.reset(token)
-            return result, {k: v.getvalue() for k, v in buffers.items()}
+        while True:
+            async with self._sem:
+                if self._keeps is None or self._keeps(key):
+                    buffers = {"stdout": io.StringIO(), "stderr": io.StringIO(), "log": io.StringIO()}
+                    token = _TRIAL_OUTPUT.set(buffers)
+                    try:
+                        result = await make_coro()
+                    finally:
+                        _TRIAL_OUTPUT.reset(token)
+                    return result, {k: v.getvalue() for k, v in buffers.items()}
+            # not in this worker's queue now: another worker took it while it waited for a slot
+            # (this worker cancels it at its next item), or xdist is moving it from the queue to
+            # the item it runs next; it waits without a slot and looks again
+            await asyncio.sleep(0.05)
 
     def wait(self, key: str) -> tuple[TrialResult, dict[str, str]]:
         """Wait for a trial; while waiting, route trial output away from the current item."""
