@@ -212,11 +212,10 @@ def worker_keeps(session: Any) -> Callable[[str], bool] | None:
     items = session.items
 
     def keeps(nodeid: str) -> bool:
-        for i in (getattr(interactor, "item_index", None), getattr(interactor, "nextitem_index", None)):
-            if isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid:
-                return True
-        with interactor.torun.lock() as queue:
-            return any(isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid for i in queue)
+        i = getattr(interactor, "item_index", None)  # the item it runs
+        if isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid:
+            return True
+        return any(item.nodeid == nodeid for item in pending_items(session, None))
 
     return keeps
 
@@ -308,13 +307,12 @@ def work_stealing(config: Any, log: Any) -> Any:
                     return
             if self.steal_requested_from_node is not None:  # one steal at a time
                 return
-            victim = max(up, key=lambda node: len(up[node]), default=None)
-            spare = 0 if victim is None else len(up[victim]) - max(MIN_PENDING, in_flight)
+            victim = max(up, key=lambda node: len(up[node]))  # `up` holds the idle ones at least
+            spare = len(up[victim]) - max(MIN_PENDING, in_flight)
             if spare <= 0:
                 for node in idle:  # nothing to take that is not running: the idle ones stop
                     node.shutdown()
                 return
-            assert victim is not None
             victim.send_steal(up[victim][-((spare + 1) // 2):])
             self.steal_requested_from_node = victim
 
