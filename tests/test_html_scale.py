@@ -8,6 +8,7 @@ first and in full (docs/results.md, "Size caps" and "report.html")."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import os
@@ -387,3 +388,32 @@ def test_with_many_tasks_the_sections_of_tasks_that_passed_every_trial_are_store
         "every trial and, past the first 3 that did not (or are critical), the others. A fold lists its tasks "
         "when it is opened, when a link leads to one of them, or when the name filter finds one in it; this "
         "needs JavaScript.")
+
+
+def test_a_spools_trials_are_shown_as_the_same_trials_read_from_results_json(tmp_path: Path) -> None:
+    # report.html takes a spool's trials as bounded when stored: the page must be the one
+    # that the same trials give when read back from results.json and bounded again
+    from pytest_sandtable.report.results_json import build_spooled
+    from pytest_sandtable.report.spool import SpooledTrials, TrialSpool
+
+    rows = [{"id": f"R{i}", "note": "n" * 60} for i in range(250)]  # a result of about 18,000 characters
+    trials = [
+        _trial("small", 1, "passed"),
+        _trial("long-reply", 1, "failed", text="z" * 30_000),  # clipped as stored
+        dataclasses.replace(_trial("big-result", 1, "passed"),
+                            calls=[{"index": 0, "turn": 1, "tool": "list_rows", "args": {"q": "x" * 25_000},
+                                    "ok": True, "result": rows, "error": None, "violations": []}],
+                            transcript=[{"role": "user", "turn": 1, "text": "hello"},
+                                        {"role": "tool", "call": 0}, {"role": "agent", "turn": 1, "text": "done"}]),
+    ]
+    spool = TrialSpool(tmp_path, secrets=[])
+    for t in trials:
+        spool.add_fresh(t)
+    doc = dict(build_spooled(spool, RunMeta(domains=[], agent="a", user="u", k=1, run_seed=0)))
+    assert isinstance(doc["trials"], SpooledTrials)
+    spooled, read_back = io.StringIO(), io.StringIO()
+    write_report_html(doc, spooled, secrets=[])
+    write_report_html({**doc, "trials": json.loads(json.dumps(list(doc["trials"])))}, read_back, secrets=[])
+    assert spooled.getvalue() == read_back.getvalue()
+    assert "… [clipped: 30,000 characters]" in spooled.getvalue()
+    spool.close()

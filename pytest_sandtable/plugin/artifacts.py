@@ -657,9 +657,12 @@ class Recorder:
     def _write(self, results: Results) -> tuple[Path | None, str | None]:
         """Write results.json and report.html; where they went, or why they could not be written."""
         from ..report.results_json import default_run_dir, write_run
+        from ..report.spool import SpooledTrials
 
         try:
-            target = self.run.out_dir or default_run_dir(self.config.rootpath, (t["domain"] for t in results["trials"]))
+            trials = results["trials"]
+            names = trials.domains() if isinstance(trials, SpooledTrials) else (t["domain"] for t in trials)
+            target = self.run.out_dir or default_run_dir(self.config.rootpath, names)
             return write_run(results, target), None
         except OSError as e:
             return None, f"sandtable: could not write results.json and report.html: {e}"

@@ -71,6 +71,7 @@ from .safe import (
     secret_values,
     shown_items,
 )
+from .spool import SpooledTrials
 from .text import event_note, fault_note
 from .types import (
     Diff,
@@ -1890,8 +1891,10 @@ class _Placed:
     full are held only while they are to be shown, so memory stays within
     :data:`INLINE_LIMIT` characters besides a summary line per trial."""
 
-    def __init__(self, clean: Callable[[str], str], limit: int, tasks: Sequence[TaskSummary]) -> None:
+    def __init__(self, clean: Callable[[str], str], limit: int, tasks: Sequence[TaskSummary],
+                 bounded: bool = False) -> None:
         self.clean = clean
+        self.bounded = bounded  # the trials are a spool's, stored within the caps: no need to look again
         self.limit = limit
         self.many_tasks = len(tasks) > TASKS_INLINE
         # with many tasks, the only ones whose failing trials may be in full (see _shown_tasks)
@@ -1911,7 +1914,7 @@ class _Placed:
     def add(self, t: StoredTrial) -> None:
         data = ""
         try:
-            b = _bounded(t)
+            b = t if self.bounded else _bounded(t)
             s = _Shown(str(b["domain"]), str(b["task"]), int(b["trial"]), str(b["verdict"]), _trial_head(b), "")
             data = _data_text(_trial_data(b), self.clean)
         except Exception as exc:
@@ -2067,8 +2070,10 @@ def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequ
 
     doc = _complete(results)
     tasks = doc["summary"]["tasks"]
-    placed = _Placed(clean, inline_limit, tasks)
-    for t in results.get("trials") or []:
+    trials = results.get("trials") or []
+    # a spool's trials were bounded as they were stored (report.spool): what a run writes
+    placed = _Placed(clean, inline_limit, tasks, bounded=isinstance(trials, SpooledTrials))
+    for t in trials:
         placed.add(t)
     placed.finish()
     for piece in _page(doc, placed):

@@ -199,13 +199,22 @@ class SpooledTrials(Sequence[StoredTrial]):
     def __getitem__(self, i: int | slice) -> StoredTrial | Sequence[StoredTrial]:
         if isinstance(i, slice):
             return SpooledTrials(self._spool, self._entries[i])
-        trial: StoredTrial = json.loads(self._spool.read(self._entries[i]))
+        trial: StoredTrial = _parsed(self._spool.read(self._entries[i]))
         return trial
 
     def __iter__(self) -> Iterator[StoredTrial]:
         for e in self._entries:
-            trial: StoredTrial = json.loads(self._spool.read(e))
+            trial: StoredTrial = _parsed(self._spool.read(e))
             yield trial
+
+    def domains(self) -> set[str]:
+        """The ``domain`` of every stored trial, as iterating would give them, reading
+        one line for each domain of the light trials (a stored line's domain is a function
+        of its light trial's: the same caps and secrets made every line)."""
+        first: dict[str, _Entry] = {}
+        for e in self._entries:
+            first.setdefault(e.light.domain, e)
+        return {str(_parsed(self._spool.read(e))["domain"]) for e in first.values()}
 
     def lines(self) -> Iterator[bytes]:
         """Each trial's JSON line (UTF-8, no newline), as the C encoder wrote it."""
@@ -296,7 +305,7 @@ class TrialSpool:
             self._flush()
             e = self._entries[i]
             if (e.light.agent, e.light.user) != (r.agent, r.user):
-                stored = TrialResult.from_dict(json.loads(self.read(e)))
+                stored = TrialResult.from_dict(_parsed(self.read(e)))
                 self._entries[i] = self._append(dataclasses.replace(stored, agent=r.agent, user=r.user))
 
     def ordered(self) -> tuple[list[TrialResult], SpooledTrials]:
