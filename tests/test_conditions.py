@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import pytest_sandtable as st
-from pytest_sandtable.domain.conditions import resolve_where, row_matches
+from pytest_sandtable.domain.conditions import describe_clause, resolve_where, row_matches
 from pytest_sandtable.domain.conditions import test as holds
 from pytest_sandtable.domain.errors import DomainError
 from pytest_sandtable.domain.loader import load_domain_text
@@ -134,6 +134,28 @@ def test_combinators_length_and_each_evaluate_as_documented() -> None:
     assert holds([], {"each": {"gt": 0}})  # an empty array holds
     assert not holds(5, {"length": 1})  # a number has no length
     assert not holds(None, {"length": 0}, present=False)
+
+
+def test_ieq_holds_for_a_text_equal_with_case_set_aside() -> None:
+    assert holds("Ann@Example.com", {"ieq": "ann@example.COM"})
+    assert not holds("Ann", {"ieq": "Anne"})
+    assert not holds(5, {"ieq": "5"}) and not holds("5", {"ieq": 5})  # texts only, both sides
+    assert not holds(None, {"ieq": "x"}, present=False)
+    assert describe_clause({"name": {"ieq": "ann"}, "balance": {"gt": 2}}) == (
+        'name equals (any case) "ann", balance > 2')
+
+
+def test_a_declarative_list_and_a_rule_take_ieq(make_domain: Make, play: Play) -> None:
+    body = AIR.split("\n", 2)[2].replace(
+        "where: { any_of: [{ zip: $zip }, { name: { eq: { table: users, key: U-2, field: name } } }] }",
+        "where: { name: { ieq: $zip } }").replace(
+        "when: { zip: { ne: { table: users, key: $user_id, field: zip } } }",
+        "when: { cabin: { ieq: BUSINESS } }")
+    dom = make_domain(body)
+    result = play(dom, [("find_users", {"zip": "bOB"}), book(cabin="business"), "Found."])
+    assert [r["user_id"] for r in result.calls[0]["result"]] == ["U-2"]
+    assert violations(result) == [("zip-matches", 'book called with cabin=business (never when cabin equals (any case) '
+                                                  '"BUSINESS")')]
 
 
 def test_an_argument_not_given_drops_its_part_of_a_combinator() -> None:
@@ -302,6 +324,10 @@ def test_never_conditions_no_argument_can_meet_are_refused() -> None:
     assert problems(edit("{ amount: { gte: 500 } }", "{ amount: lots }")) == [
         "air.yaml:66:45: invariants[4].when.not.amount: found string 'lots', which param 'amount' of type "
         "number never is; the condition can never be met"
+    ]
+    assert problems(edit("{ amount: { gte: 500 } }", "{ amount: { ieq: five } }")) == [
+        "air.yaml:66:47: invariants[4].when.not.amount.ieq: `ieq` never holds for param 'amount' of "
+        "type number: it applies to strings, so the condition can never be met"
     ]
     assert problems(edit("{ flights: { length: 0 } }", "{ zip: { each: 1 } }")) == [
         "air.yaml:62:31: invariants[3].when.any_of[0].zip.each: `each` never holds for param 'zip' of type "

@@ -305,6 +305,24 @@ def test_a_field_whose_name_has_a_dot_is_that_field(domain: st.Domain) -> None:
                             "fields with dots between them, such as 'address.zip'")
 
 
+def test_ieq_finds_a_text_with_case_set_aside_through_the_index_and_the_trials_writes(domain: st.Domain) -> None:
+    world = World(seed_for(domain))
+    handle = WorldHandle(world, domain)
+    assert _keys(handle.list("users", {"name.last": {"ieq": "TURING"}})) == ["u2"]
+    assert _keys(handle.list("users", {"name.first": {"ieq": "ada"}, "score": 3})) == ["u1"]
+    assert _keys(handle.list("users", {"name.first": {"ieq": "ada"}, "score": 4})) == []
+    assert _keys(handle.list("users", {"score": {"ieq": "3"}})) == []  # a number is no text
+    handle.update("users", "u3", {"name": {"first": "ADA", "last": "Lovelace"}})
+    handle.create("users", {"user_id": "u6", "name": {"first": "aDa", "last": "Yonath"}, "score": 1})
+    handle.update("users", "u1", {"name": {"first": "Augusta", "last": "Byron"}})
+    assert _keys(handle.list("users", {"name.first": {"ieq": "Ada"}})) == ["u3", "u6"]
+    # the same rows as every row tested one by one, in table order
+    every = [r for r in world.rows("users") if isinstance(r["name"]["first"], str)
+             and r["name"]["first"].lower() == "ada"]
+    assert [r["user_id"] for r in every] == ["u3", "u6"]
+    assert seed_for(domain).tables["users"].lower_index(("name", "first"))["ada"] == ["u1"]
+
+
 NOT_JSON = """\
 def give(args, world, ctx):
     return world.get("dated", "d1")
@@ -329,3 +347,34 @@ def test_a_world_row_that_is_not_json_errors_every_trial_that_returns_it(tmp_pat
         r = st.run_trial(domain, "t", agent, st.ScriptedUser())
         assert (r.verdict, r.error) == ("errored", "the domain failed running give: its handler "
                                             "dated_handlers:give returned nan at result.on.v, expected a JSON value")
+
+
+BIG = """\
+def give(args, world, ctx):
+    return world.get("big", "b1")
+"""
+
+
+def test_a_world_row_that_orjson_does_not_write_is_returned_the_same_every_call(tmp_path: Path) -> None:
+    # the second and later copies of a world object go through orjson, and through marshal
+    # when orjson cannot write it (an integer past 64 bits)
+    text = DOMAIN.replace("tools:\n  - name: noop\n    params: {}\n    ops: [{ respond: { ok: true } }]\n",
+                          "tools:\n  - name: give\n    params: {}\n    handler: big_handlers:give\n")
+    row = "{ id: b1, n: { v: [123456789012345678901234567890, 1.5e300, -0.0, x] } }"
+    text = text.replace("  plain:\n", f"  big:\n    key: id\n    rows:\n      - {row}\n  plain:\n")
+    (tmp_path / "big_handlers.py").write_text(BIG, encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+
+    def agent(turn: st.Turn) -> str:
+        for _ in range(3):
+            turn.call_tool("give")
+        return "Done."
+
+    for _ in range(2):
+        r = st.run_trial(domain, "t", agent, st.ScriptedUser())
+        assert r.verdict != "errored", r.error
+        values = [c["result"]["n"]["v"] for c in r.calls]
+        assert values == [[123456789012345678901234567890, 1.5e300, -0.0, "x"]] * 3
+        assert [type(x) for x in values[2]] == [int, float, float, str]
+        assert json.dumps(values[2][2]) == "-0.0"

@@ -358,6 +358,7 @@ _OPERATOR_TYPES: dict[str, tuple[str, ...]] = {
     "lt": ("number", "integer", "string"),
     "lte": ("number", "integer", "string"),
     "contains": ("string", "array"),
+    "ieq": ("string",),
     "matches": ("string", "number", "integer"),
     "length": ("string", "array", "object"),
     "each": ("array",),
@@ -368,6 +369,7 @@ _TYPE_WORDS = {
     ("string", "number", "integer"): "strings and numbers",
     ("string", "array", "object"): "strings, arrays and objects",
     ("array",): "arrays",
+    ("string",): "strings",
 }
 
 

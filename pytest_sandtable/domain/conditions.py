@@ -28,6 +28,7 @@ OPERATOR_SYMBOLS = {
     "in": "in",
     "not_in": "not in",
     "contains": "contains",
+    "ieq": "equals (any case)",
     "matches": "matches",
     "exists": "exists",
     "length": "length",
@@ -37,7 +38,7 @@ OPERATOR_SYMBOLS = {
 # Keys of a conditions mapping that are not fields: they combine other conditions.
 COMBINATORS = frozenset({"any_of", "all_of", "not"})
 # The operators whose value may be a record's field, {table, key, field}.
-RECORD_OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains"})
+RECORD_OPERATORS = frozenset({"eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "ieq"})
 
 # A row of a table by key, or None: how conditions read a record's field (World.get).
 Lookup = Callable[[str, Any], "Mapping[str, Any] | None"]
@@ -262,6 +263,8 @@ def test(actual: Any, cond: Any, present: bool = True) -> bool:
                 ok = any(equal(x, want) for x in actual)
             else:
                 ok = False
+        elif op == "ieq":  # both texts lowercased, as `contains` compares them
+            ok = isinstance(actual, str) and isinstance(want, str) and actual.lower() == want.lower()
         elif op == "matches":
             ok = isinstance(actual, (str, int, float)) and re.search(str(want), str(actual)) is not None
         elif op == "length":

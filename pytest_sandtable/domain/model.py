@@ -17,7 +17,8 @@ from typing import Any, Literal
 SPEC_VERSION = 1
 
 PARAM_TYPES = ("string", "number", "integer", "boolean", "object", "array")
-OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists", "length", "each")
+OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "ieq", "matches", "exists", "length",
+             "each")
 INVARIANT_KINDS = ("before", "require", "limit", "match", "never", "never_disclose")
 OP_KINDS = ("get", "list", "create", "update", "delete", "respond")
 # A task's tags become pytest markers on its trials; these markers already mean

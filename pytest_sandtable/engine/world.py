@@ -106,6 +106,14 @@ def _eq_key(cond: Any) -> Any:
     return _index_key(cond)
 
 
+def _ieq_key(cond: Any) -> str | None:
+    """The lowercased text an operator object's ``ieq`` looks up, or None."""
+    if type(cond) is dict and "ieq" in cond and is_operator_object(cond):
+        want = cond["ieq"]
+        return want.lower() if isinstance(want, str) else None
+    return None
+
+
 def _with_paths(paths: list[tuple[Path, Any]]) -> Any:
     def ok(row: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
         return row_matches(row, where) and paths_match(row, paths)
@@ -134,6 +142,7 @@ class SeedTable:
             self.rows[norm_key(row[table.key])] = row
         self.position = {k: i for i, k in enumerate(self.rows)}
         self._indexes: dict[str | Path, dict[Any, list[Any]]] = {}
+        self._lower_indexes: dict[str | Path, dict[str, list[Any]]] = {}
         self._value_counts: dict[str, Counter[Any]] = {}
 
     def index(self, field: str | Path) -> dict[Any, list[Any]]:
@@ -155,6 +164,18 @@ class SeedTable:
                 if ik is not None:
                     idx.setdefault(ik, []).append(k)
             self._indexes[field] = idx
+        return idx
+
+    def lower_index(self, field: str | Path) -> dict[str, list[Any]]:
+        """Seed keys by a text field's value lowercased (what ``ieq`` compares), in seed order."""
+        idx = self._lower_indexes.get(field)
+        if idx is None:
+            idx = {}
+            for k, row in self.rows.items():
+                value = row.get(field, _ABSENT) if isinstance(field, str) else at_path(row, field)
+                if isinstance(value, str):
+                    idx.setdefault(value.lower(), []).append(k)
+            self._lower_indexes[field] = idx
         return idx
 
     def value_counts(self, field: str) -> Counter[Any]:
@@ -325,12 +346,20 @@ class World:
             return []
         eq_field: Any = None  # a field, or a path
         eq_key: Any = None
+        lower: Any = None  # (field or path, text) of an `ieq`, looked up when there is no equality
+        by_lower = False
         if len(st.rows) >= _INDEX_MIN_ROWS:
             for f, cond in where.items() if not paths else [*where.items(), *paths]:
                 eq_key = _eq_key(cond)
                 if eq_key is not None:
                     eq_field = f
                     break
+                if lower is None:
+                    text = _ieq_key(cond)
+                    if text is not None:
+                        lower = (f, text)
+            if eq_field is None and lower is not None:
+                (eq_field, eq_key), by_lower = lower, True
         ok = row_matches if not paths else _with_paths(paths)
         if eq_field is None:
             # no clause (a handler listing a whole table): every row, without a test per row
@@ -338,7 +367,7 @@ class World:
             out = list(every) if not where and not paths else [r for r in every if ok(r, where)]
             return out[:limit] if limit is not None else out
         # seed candidates from the index (in seed order), then every row this trial touched
-        candidates = st.index(eq_field).get(eq_key, ())
+        candidates = (st.lower_index(eq_field) if by_lower else st.index(eq_field)).get(eq_key, ())
         if not changed:
             out = [row for row in map(st.rows.__getitem__, candidates) if ok(row, where)]
             return out[:limit] if limit is not None else out

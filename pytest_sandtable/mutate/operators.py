@@ -227,7 +227,7 @@ def _satisfying(when: Mapping[str, Any] | None) -> dict[str, Any] | None:
         (op, x), = cond.items()
         if isinstance(x, str) and "$" in x:
             return None
-        if op in ("eq", "gte", "lte", "contains"):
+        if op in ("eq", "ieq", "gte", "lte", "contains"):
             out[name] = x
         elif op == "gt" and isinstance(x, (int, float)):
             out[name] = x + 1

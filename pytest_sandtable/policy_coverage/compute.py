@@ -617,7 +617,7 @@ def _named_values(cond: Any, heard: Sequence[str]) -> list[Any]:
         return [] if isinstance(cond, str) and cond.startswith("$") else [cond]
     out: list[Any] = []
     for op, v in cond.items():
-        if op == "eq":
+        if op in ("eq", "ieq"):
             out.append(v)
         elif op == "in" and isinstance(v, list):
             out.extend(v)
