@@ -406,6 +406,7 @@ def test_a_spools_trials_are_shown_as_the_same_trials_read_from_results_json(tmp
                             transcript=[{"role": "user", "turn": 1, "text": "hello"},
                                         {"role": "tool", "call": 0}, {"role": "agent", "turn": 1, "text": "done"}]),
     ]
+    trials.append(dataclasses.replace(trials[2], trial=2, seed=2))  # the same result again (kept by report.html)
     spool = TrialSpool(tmp_path, secrets=[])
     for t in trials:
         spool.add_fresh(t)

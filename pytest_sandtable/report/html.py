@@ -456,7 +456,7 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
     tool, args = str(c["tool"]), _args(c["args"])  # read in the order the HTML shows them
     result: list[str]
     if c["ok"]:
-        result = _result_data(c["result"])
+        result = _MEMO[-1].result_data(c["result"]) if _MEMO else _result_data(c["result"])
     else:
         err = c["error"]
         code, message = (err["code"], err["message"]) if err else (None, None)
@@ -469,6 +469,40 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
     if by:  # (issue 22: a setup, history or sync call)
         item.append(str(by))
     return item
+
+
+class _Memo:
+    """What :func:`_result_data` made of each value it was given while a page is written,
+    by the value's compact JSON (orjson's, in C, a fraction of the json module's encoding
+    the result needs): the k trials of a task mostly get the same results. The same JSON
+    is the same value to the page, for the strict JSON of a spool's trials (orjson writes
+    NaN as null). Bounded by the characters of the values kept."""
+
+    LIMIT = 4_000_000
+
+    def __init__(self) -> None:
+        self.kept: dict[bytes, list[Any]] = {}
+        self.size = 0
+
+    def result_data(self, value: Any) -> list[Any]:
+        if not isinstance(value, (list, dict)):
+            return _result_data(value)
+        try:
+            key = orjson.dumps(value)
+        except TypeError:  # what orjson does not write: made each time
+            return _result_data(value)
+        data = self.kept.get(key)
+        if data is None:
+            data = _result_data(value)
+            if self.size + len(key) > self.LIMIT:
+                self.kept.clear()
+                self.size = 0
+            self.kept[key] = data
+            self.size += len(key)
+        return data
+
+
+_MEMO: list[_Memo] = []  # the memo of the page being written (write_report_html)
 
 
 def _result_data(value: Any) -> list[Any]:
@@ -2073,8 +2107,14 @@ def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequ
     trials = results.get("trials") or []
     # a spool's trials were bounded as they were stored (report.spool): what a run writes
     placed = _Placed(clean, inline_limit, tasks, bounded=isinstance(trials, SpooledTrials))
-    for t in trials:
-        placed.add(t)
+    if placed.bounded:  # strict JSON (no NaN, which orjson writes as it writes null): results memoised
+        _MEMO.append(_Memo())
+    try:
+        for t in trials:
+            placed.add(t)
+    finally:
+        if placed.bounded:
+            _MEMO.pop()
     placed.finish()
     for piece in _page(doc, placed):
         fp.write(clean(piece))
