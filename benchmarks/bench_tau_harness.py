@@ -44,7 +44,14 @@ process per trial, at the larger sizes: τ-bench ``t(N2) / (115 N2)`` against ou
 minutes a run, more as its checkpoint file grows); ``--tau-trials 1,20`` makes the sizes
 equal. Ratios are τ-bench ÷ ours.
 
+With ``--user-python PYTHON`` our run is also timed with that Python, alternating with the
+rest: a venv holding pytest-sandtable and its dependencies only (``python -m venv V &&
+V/bin/pip install -e .``), as a user's; this project's development venv adds the pytest
+plugins its own tests need (pytest-rerunfailures, pytest-timeout, allure-pytest,
+pytest-repeat, ...), each with its hooks on every item. Each venv's plugins are printed.
+
     python benchmarks/bench_tau_harness.py --tau-bench PATH [--tau-trials 1,3] [--k 4,20] [--repeat 3]
+                                           [--user-python PYTHON]
 
 PATH is the folder holding ``tau_bench/`` (or set TAU_BENCH_PATH); it is read from there,
 never copied. Run from the repository root with the project's Python.
@@ -76,7 +83,7 @@ HERE = Path(__file__).resolve().parent
 PYTEST_ARGS = ["-q", "-p", "no:randomly", "-p", "no:hypothesispytest"]
 STOP = "###STOP###"
 ENV = "retail"
-KINDS = {"tau": "τ-bench harness", "ours": "ours, pytest"}
+KINDS = {"tau": "τ-bench harness", "ours": "ours, pytest", "user": "ours, user venv"}
 OURS_PASSES = 9  # our in-process round is the tasks this many times (a pass takes 0.1 s): the median pass
 
 
@@ -224,13 +231,13 @@ COUNTS = re.compile(r"^(?:(\d+) failed, )?(\d+) passed in ")
 class Ours:
     """Our whole pytest process over the imported domain, its verdicts checked."""
 
-    def __init__(self, folder: Path, domain: Path, verdicts: dict[str, str]) -> None:
-        self.folder, self.domain = folder, domain
+    def __init__(self, folder: Path, domain: Path, verdicts: dict[str, str], python: str = sys.executable) -> None:
+        self.folder, self.domain, self.python = folder, domain, python
         self.failing = sum(v != "passed" for v in verdicts.values())
         self.passing = len(verdicts) - self.failing
 
     def __call__(self, k: int) -> tuple[float, float]:
-        cmd = [sys.executable, "-m", "pytest", str(self.domain), "--sandtable-agent=reference",
+        cmd = [self.python, "-m", "pytest", str(self.domain), "--sandtable-agent=reference",
                f"--sandtable-k={k}", *PYTEST_ARGS]
         wall, cpu, proc = timed(cmd, self.folder)
         last = proc.stdout.strip().splitlines()[-1:] or [""]
@@ -326,6 +333,13 @@ def pair(text: str) -> tuple[int, int]:
     return a, b
 
 
+def plugins(python: str) -> str:
+    """The pytest plugins installed for ``python`` (their entry points' names)."""
+    code = ("import importlib.metadata as m; "
+            "print(' '.join(sorted({e.name for e in m.entry_points(group='pytest11')})))")
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, check=False).stdout.strip()
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -337,6 +351,9 @@ def main() -> None:
     ap.add_argument("--tau-trials", type=pair, default=(1, 3), help="τ-bench's num_trials, N1,N2 (default 1,3)")
     ap.add_argument("--k", type=pair, default=(4, 20), help="our --sandtable-k, K1,K2 (default 4,20)")
     ap.add_argument("--repeat", type=int, default=3, help="measured rounds after the warm-up (default 3)")
+    ap.add_argument("--user-python", metavar="PYTHON",
+                    help="also time our run with this Python: a venv holding pytest-sandtable and its dependencies "
+                         "only, as a user's (this project's own venv adds its development plugins)")
     ap.add_argument("--child", nargs=2, metavar=("TRIALS", "FILE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.tau_bench is None:
@@ -347,10 +364,11 @@ def main() -> None:
         return
     if not (root / "tau_bench" / "envs" / ENV).is_dir():
         raise SystemExit(f"error: {root}: no tau_bench/envs/{ENV}/ in it")
-    measure(root, a.tau_trials, a.k, a.repeat)
+    measure(root, a.tau_trials, a.k, a.repeat, a.user_python)
 
 
-def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat: int) -> None:
+def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat: int,
+            user_python: str | None = None) -> None:
     sys.path.insert(0, str(HERE))
     import pytest_sandtable as st
     from pytest_sandtable.cli import main as cli
@@ -373,15 +391,22 @@ def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat
         print(f"τ-bench retail, {tasks} test tasks, gold actions then the reference reply: τ-bench's reward 1.0 "
               f"for {tau_pass}, our verdict passed for {ours_pass}")
         tau, ours = Tau(root, folder, expected), Ours(folder, dom, inproc.verdicts)
+        user = Ours(folder, dom, inproc.verdicts, user_python) if user_python else None
+        if user_python:
+            print(f"  user venv: {user_python}, pytest plugins: {plugins(user_python)}")
+        print(f"  this venv: {sys.executable}, pytest plugins: {plugins(sys.executable)}")
         (n1, n2), (k1, k2) = tau_trials, ks
-        runs: dict[str, list[tuple[float, float]]] = {f"tau {n1}": [], f"ours {k1}": [], f"tau {n2}": [],
-                                                      f"ours {k2}": []}
+        sizes = [(f"tau {n1}", n1), (f"ours {k1}", k1), *([(f"user {k1}", k1)] if user else []),
+                 (f"tau {n2}", n2), (f"ours {k2}", k2), *([(f"user {k2}", k2)] if user else [])]
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in sizes}
         one: dict[str, list[float]] = {"tau": [], "ours": []}
         for r in range(repeat + 1):
             head = "warm-up" if r == 0 else f"round {r}"
             took: dict[str, tuple[float, float]] = {}
-            for name, size in ((f"tau {n1}", n1), (f"ours {k1}", k1), (f"tau {n2}", n2), (f"ours {k2}", k2)):
-                took[name] = w, c = tau(size) if name.startswith("tau") else ours(size)
+            for name, size in sizes:
+                side = tau if name.startswith("tau") else ours if name.startswith("ours") else user
+                assert side is not None
+                took[name] = w, c = side(size)
                 print(f"  {head:<8} {KINDS[name.split()[0]]:<16}{size * tasks:>6} trials  wall {w:7.2f} s  "
                       f"CPU {c:7.2f} s", flush=True)
             one_tau = inproc.tau()
@@ -407,21 +432,24 @@ def summary(runs: dict[str, list[tuple[float, float]]], one: dict[str, list[floa
         trials = int(units) * tasks
         print(f"  {KINDS[kind]:<16}{trials:>6} trials  wall {w:7.2f}  CPU {c:7.2f}   per trial wall "
               f"{w / trials * 1e3:8.2f} ms  CPU {c / trials * 1e3:8.2f} ms")
-    print(f"{'':<30}{'ours':>12}{'τ-bench':>12}{'ratio':>9}")
-    for i, what in enumerate(("wall", "CPU")):
-        tau_m = (med[f"tau {n2}"][i] - med[f"tau {n1}"][i]) / ((n2 - n1) * tasks)
-        ours_m = (med[f"ours {k2}"][i] - med[f"ours {k1}"][i]) / ((k2 - k1) * tasks)
-        print(f"  {'marginal per trial, ' + what:<28}{ours_m * 1e3:9.2f} ms{tau_m * 1e3:9.2f} ms{tau_m / ours_m:8.0f}x")
-    for i, what in enumerate(("wall", "CPU")):
-        tau_w = med[f"tau {n2}"][i] / (n2 * tasks)
-        ours_w = med[f"ours {k2}"][i] / (k2 * tasks)
-        print(f"  {'whole process per trial, ' + what:<28}{ours_w * 1e3:9.2f} ms{tau_w * 1e3:9.2f} ms"
-              f"{tau_w / ours_w:8.0f}x")
-    for i, what in enumerate(("wall", "CPU")):  # each round's own, for the spread under load
-        each = [((t2[i] - t1[i]) / ((n2 - n1) * tasks), (o2[i] - o1[i]) / ((k2 - k1) * tasks))
-                for t1, o1, t2, o2 in zip(*runs.values(), strict=True)]
-        print(f"  {'  each round, ' + what:<28}" + "  ".join(
-            f"{o * 1e3:.2f} / {t * 1e3:.1f} ms {t / o:.0f}x" for t, o in each))
+    for kind in [k for k in ("ours", "user") if f"{k} {k1}" in runs]:
+        print(f"{KINDS[kind]:<30}{'ours':>12}{'τ-bench':>12}{'ratio':>9}")
+        for i, what in enumerate(("wall", "CPU")):
+            tau_m = (med[f"tau {n2}"][i] - med[f"tau {n1}"][i]) / ((n2 - n1) * tasks)
+            ours_m = (med[f"{kind} {k2}"][i] - med[f"{kind} {k1}"][i]) / ((k2 - k1) * tasks)
+            print(f"  {'marginal per trial, ' + what:<28}{ours_m * 1e3:9.2f} ms{tau_m * 1e3:9.2f} ms"
+                  f"{tau_m / ours_m:8.0f}x")
+        for i, what in enumerate(("wall", "CPU")):
+            tau_w = med[f"tau {n2}"][i] / (n2 * tasks)
+            ours_w = med[f"{kind} {k2}"][i] / (k2 * tasks)
+            print(f"  {'whole process per trial, ' + what:<28}{ours_w * 1e3:9.2f} ms{tau_w * 1e3:9.2f} ms"
+                  f"{tau_w / ours_w:8.0f}x")
+        for i, what in enumerate(("wall", "CPU")):  # each round's own, for the spread under load
+            each = [((t2[i] - t1[i]) / ((n2 - n1) * tasks), (o2[i] - o1[i]) / ((k2 - k1) * tasks))
+                    for t1, o1, t2, o2 in zip(runs[f"tau {n1}"], runs[f"{kind} {k1}"], runs[f"tau {n2}"],
+                                              runs[f"{kind} {k2}"], strict=True)]
+            print(f"  {'  each round, ' + what:<28}" + "  ".join(
+                f"{o * 1e3:.2f} / {t * 1e3:.1f} ms {t / o:.0f}x" for t, o in each))
     tau_1, ours_1 = statistics.median(one["tau"]), statistics.median(one["ours"])
     print(f"  {'one trial in-process, CPU':<28}{ours_1 * 1e3:9.3f} ms{tau_1 * 1e3:9.2f} ms{tau_1 / ours_1:8.0f}x")
     print(f"whole process: τ-bench at {n2 * tasks} trials, ours at {k2 * tasks}, each per trial (scaled by trials); "
