@@ -194,3 +194,32 @@ def test_an_indexed_select_keeps_table_order(make_domain: Make) -> None:
     assert keys[:3] == ["L-0000", "L-0003", "L-0006"]
     assert keys[-1] == "L-0001-X"
     assert len(keys) == 41
+
+
+def test_touched_names_the_rows_of_the_diff_in_its_order(make_domain: Make) -> None:
+    world = World(seed_for(make_domain(LOADS)))
+
+    def from_diff() -> list[tuple[str, Any]]:
+        diff = world.diff()
+        return [(e["table"], e["key"]) for part in ("created", "changed", "deleted") for e in diff.get(part, [])]
+
+    steps: list[Callable[[], Any]] = [
+        lambda: world.update("loads", "L-1002", {"status": "available"}),  # the same value: no change
+        lambda: world.create("bookings", {"load_id": "L-1001"}),
+        lambda: world.update("loads", "L-1002", {"status": "booked"}),
+        lambda: world.create("loads", {"load_id": "L-2000", "origin": "Reno NV"}),
+        lambda: world.delete("loads", "L-1001"),
+        lambda: world.create("loads", {"load_id": "L-1001", "origin": "Atlanta GA"}),  # made again
+        lambda: world.delete("loads", "L-2000"),  # created, then gone
+        lambda: world.update("loads", "L-1002", {"status": "available"}),  # back to the seed's value
+        lambda: world.update("loads", "L-1002", {"tags": []}),  # a field the seed row lacks
+    ]
+    assert world.touched() == from_diff() == []
+    seen = []
+    for step in steps:
+        step()
+        assert world.touched() == from_diff()
+        seen.append(world.touched())
+    assert seen[2] == [("bookings", "B-1"), ("loads", "L-1002")]
+    assert seen[4] == [("loads", "L-2000"), ("bookings", "B-1"), ("loads", "L-1002"), ("loads", "L-1001")]
+    assert seen[-1] == [("bookings", "B-1"), ("loads", "L-1002"), ("loads", "L-1001")]

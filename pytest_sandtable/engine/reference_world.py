@@ -89,6 +89,12 @@ def _wanted(domain: Domain, task: Task, seed: int, apply_given: Callable[[World,
     return world
 
 
+def _is_kept(task: Task, world: World) -> bool:
+    """Whether ``world`` is the reference world kept for ``task``."""
+    kept = _UNSEEDED.get(id(task))
+    return kept is not None and kept[1] is world
+
+
 def _replay(
     domain: Domain, name: str, raw: dict[str, Any], world: World, handlers: HandlerState, index: int
 ) -> ToolResult:
@@ -124,10 +130,24 @@ def _same_walk(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _touched(world: World) -> list[tuple[str, Any]]:
-    """(table, key) of every row a world created, changed or deleted."""
-    diff = world.diff()
-    return [(e["table"], e["key"]) for part in ("created", "changed", "deleted") for e in diff.get(part, [])]
+# the rows each reference world touched: a reference world kept for its task (_UNSEEDED)
+# is never changed again, and is graded against every trial of the task
+_TOUCHED: dict[int, tuple[World, list[tuple[str, Any]]]] = {}
+
+
+def _touched(world: World, kept: bool = False) -> list[tuple[str, Any]]:
+    """(table, key) of every row a world created, changed or deleted (``kept``: a world
+    that is not changed again, whose rows are looked up once)."""
+    if not kept:
+        return world.touched()
+    hit = _TOUCHED.get(id(world))
+    if hit is not None and hit[0] is world:
+        return hit[1]
+    rows = world.touched()
+    if len(_TOUCHED) >= _UNSEEDED_MAX:
+        _TOUCHED.clear()
+    _TOUCHED[id(world)] = (world, rows)
+    return rows
 
 
 def _show(value: Any) -> str:
@@ -188,7 +208,7 @@ def grade_world_matches_reference(
         raise RuntimeError(f"replaying the reference: {e}") from None
     differing = []
     seen: set[tuple[str, Any]] = set()
-    for table, key in _touched(world) + _touched(wanted):
+    for table, key in _touched(world) + _touched(wanted, kept=_is_kept(task, wanted)):
         if (table, format_value(key)) in seen or table in domain.user_tables:
             continue  # dual control: the reference makes the agent's world; the user's is graded by `state`
         seen.add((table, format_value(key)))

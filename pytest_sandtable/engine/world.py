@@ -549,6 +549,45 @@ class World:
         return out
 
 
+    def touched(self) -> list[tuple[str, Any]]:
+        """(table, key) of every row :meth:`diff` (since the seed) names, in its order
+        (created, changed, deleted), without copying a row or listing its fields."""
+        created: list[tuple[str, Any]] = []
+        changed: list[tuple[str, Any]] = []
+        deleted: list[tuple[str, Any]] = []
+        for table, rows in self._changed.items():
+            if not rows:
+                continue
+            st = self.seed.tables[table]
+            key = st.key
+            made = self._created[table]
+            for k in made:
+                row = rows[k]
+                if row is not _GONE:
+                    created.append((table, row[key]))
+            if len(made) == len(rows):
+                continue
+            new_keys = set(made)
+            for k, row in rows.items():
+                if k in new_keys:
+                    continue
+                old = st.rows.get(k)
+                if old is row:
+                    continue
+                if old is None or old is _GONE:
+                    created.append((table, row[key]))
+                elif row is _GONE:
+                    deleted.append((table, old[key]))
+                elif _differs(old, row):
+                    changed.append((table, row[key]))
+        return created + changed + deleted
+
+
+def _differs(old: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether :func:`_changed_fields` finds a field that differs."""
+    return row.keys() != old.keys() or any(old[f] != v for f, v in row.items())
+
+
 _first = operator.itemgetter(0)
 _NO_ROWS: dict[Any, dict[str, Any]] = {}  # a table the savepoint holds no changes of
 
