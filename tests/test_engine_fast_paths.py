@@ -303,3 +303,31 @@ def test_kept_per_object_is_made_once_per_identity_and_starts_over_past_its_limi
             kept(bad)
     assert kept(b) == 5  # a third object: the two kept before are let go
     assert kept(a) == 6
+
+
+@pytest.mark.parametrize("value", [[], ["a", "b"], [True, False], ["a", 1], [1.5], ["a", None], "a,b", [["a"]]])
+def test_a_list_of_texts_or_booleans_takes_the_quick_way_to_what_the_whole_way_gives(value: Any) -> None:
+    from pytest_sandtable.engine.tools import _coerce_args
+
+    tools = load_domain_text(DOMAIN.replace("tools:\n", """tools:
+  - name: tag
+    params:
+      names: { type: array, items: { type: string } }
+      flags: { type: array, items: { type: boolean }, description: Each a flag. }
+    ops:
+      - respond: { ok: true }
+""", 1)).tools
+    tool = tools["tag"]
+    for name in ("names", "flags"):
+        raw = {name: value}
+        try:
+            want: Any = _coerce_args(tool, dict(raw))
+        except ArgError as e:
+            want = str(e)
+        try:
+            got: Any = coerce_args(tool, raw)
+        except ArgError as e:
+            got = str(e)
+        assert got == want
+        if isinstance(got, dict):
+            assert got[name] is not value  # a copy, as the whole way makes

@@ -465,13 +465,14 @@ _EXACT_INT = 2**53
 class _ArgPlan:
     """A tool's params as :func:`coerce_args` reads a call's arguments on its fast path:
     per param its name, the types it takes as they are, the texts of its enum (when every
-    entry is one) and its default."""
+    entry is one), its default, and for a list of texts or booleans (the usual array
+    param, :func:`_made_quick_check`) the check that it is one."""
 
     __slots__ = ("names", "params")
 
     def __init__(self, tool: Tool) -> None:
         self.names = frozenset(tool.params)
-        self.params: list[tuple[str, tuple[type, ...], frozenset[str] | None, Param]] = []
+        self.params: list[tuple[str, tuple[type, ...], frozenset[str] | None, Param, Any]] = []
         for name, p in tool.params.items():
             takes = _TAKES_AS_IS.get(p.type, ())
             texts: frozenset[str] | None = None
@@ -480,7 +481,12 @@ class _ArgPlan:
                     texts = frozenset(p.enum)
                 else:
                     takes = ()  # numbers and mixed enums compare by value: the whole way
-            self.params.append((name, takes, texts, p))
+            # a list of texts (or booleans) is its items as they are: the whole way copies the
+            # list, coerces nothing in it and finds it valid exactly when this check does
+            quick = _made_quick_check(p.schema) if p.type == "array" and p.enum is None else None
+            if quick is not None:
+                takes = (list,)
+            self.params.append((name, takes, texts, p, quick))
 
     def coerce_plain(self, raw: dict[str, Any]) -> dict[str, Any] | None:
         """The coerced arguments when every one is a param's and of a type it takes as it is
@@ -490,7 +496,7 @@ class _ArgPlan:
         if not self.names.issuperset(raw):
             return None
         args: dict[str, Any] = {}
-        for name, takes, texts, p in self.params:
+        for name, takes, texts, p, quick in self.params:
             v = raw.get(name)
             if v is None:
                 if p.default is not MISSING:
@@ -510,6 +516,10 @@ class _ArgPlan:
                     return None
             elif texts is not None and v not in texts:
                 return None
+            elif quick is not None:
+                if not quick(v):
+                    return None
+                v = list(v)
             args[name] = v
         return args
 
