@@ -50,8 +50,11 @@ V/bin/pip install -e .``), as a user's; this project's development venv adds the
 plugins its own tests need (pytest-rerunfailures, pytest-timeout, allure-pytest,
 pytest-repeat, ...), each with its hooks on every item. Each venv's plugins are printed.
 
+``--ours-runs N`` runs each of our sizes N times a round (seconds each, against τ-bench's
+minutes) and takes their median, so one disturbed run of ours does not decide a round.
+
     python benchmarks/bench_tau_harness.py --tau-bench PATH [--tau-trials 1,3] [--k 4,20] [--repeat 3]
-                                           [--user-python PYTHON]
+                                           [--user-python PYTHON] [--ours-runs N]
 
 PATH is the folder holding ``tau_bench/`` (or set TAU_BENCH_PATH); it is read from there,
 never copied. Run from the repository root with the project's Python.
@@ -354,6 +357,8 @@ def main() -> None:
     ap.add_argument("--user-python", metavar="PYTHON",
                     help="also time our run with this Python: a venv holding pytest-sandtable and its dependencies "
                          "only, as a user's (this project's own venv adds its development plugins)")
+    ap.add_argument("--ours-runs", type=int, default=1, metavar="N",
+                    help="run each of our sizes N times a round, back to back, and take the median (default 1)")
     ap.add_argument("--child", nargs=2, metavar=("TRIALS", "FILE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.tau_bench is None:
@@ -364,11 +369,11 @@ def main() -> None:
         return
     if not (root / "tau_bench" / "envs" / ENV).is_dir():
         raise SystemExit(f"error: {root}: no tau_bench/envs/{ENV}/ in it")
-    measure(root, a.tau_trials, a.k, a.repeat, a.user_python)
+    measure(root, a.tau_trials, a.k, a.repeat, a.user_python, a.ours_runs)
 
 
 def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat: int,
-            user_python: str | None = None) -> None:
+            user_python: str | None = None, ours_runs: int = 1) -> None:
     sys.path.insert(0, str(HERE))
     import pytest_sandtable as st
     from pytest_sandtable.cli import main as cli
@@ -406,9 +411,13 @@ def measure(root: Path, tau_trials: tuple[int, int], ks: tuple[int, int], repeat
             for name, size in sizes:
                 side = tau if name.startswith("tau") else ours if name.startswith("ours") else user
                 assert side is not None
-                took[name] = w, c = side(size)
+                times = 1 if side is tau else ours_runs  # ours takes seconds: the median of a few runs
+                each = [side(size) for _ in range(times)]
+                took[name] = w, c = statistics.median(x for x, _ in each), statistics.median(x for _, x in each)
+                runs_note = f"  (median of {times} runs: CPU {' '.join(f'{x:.2f}' for _, x in each)})" \
+                    if times > 1 else ""
                 print(f"  {head:<8} {KINDS[name.split()[0]]:<16}{size * tasks:>6} trials  wall {w:7.2f} s  "
-                      f"CPU {c:7.2f} s", flush=True)
+                      f"CPU {c:7.2f} s{runs_note}", flush=True)
             one_tau = inproc.tau()
             one_ours = statistics.median(inproc.ours(r * OURS_PASSES + i) for i in range(OURS_PASSES))
             print(f"  {head:<8} one trial in-process, CPU: τ-bench {one_tau * 1e3:.2f} ms, "
