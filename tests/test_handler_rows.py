@@ -220,6 +220,17 @@ def test_what_a_handler_writes_from_its_rows_is_what_it_holds(domain: st.Domain)
     user["cards"]["c1"]["balance"] = 99  # after the write: the world keeps what was written
     assert world.get("users", "u1")["cards"]["c1"]["balance"] == 25  # type: ignore[index]
     assert seed_for(domain).tables["users"].rows["u1"]["cards"]["c1"]["balance"] == 10
+    # what update and create give back is the handler's: changing it changes nothing the world holds
+    written = {"c9": {"kind": "gift", "balance": 1}}
+    updated = handle.update("users", "u4", {"cards": written})
+    created = handle.create("users", {"user_id": "u7", "cards": written, "tags": ["t"]})
+    written["c9"]["balance"] = 2
+    updated["cards"]["c9"]["balance"] = 3
+    created["cards"]["c9"]["balance"] = 4
+    created["tags"].append("u")
+    assert world.get("users", "u4")["cards"] == {"c9": {"kind": "gift", "balance": 1}}  # type: ignore[index]
+    assert world.get("users", "u7") == {"user_id": "u7", "cards": {"c9": {"kind": "gift", "balance": 1}},
+                                        "tags": ["t"]}
 
 
 def test_rows_of_scalars_and_short_lists_are_plain(domain: st.Domain) -> None:

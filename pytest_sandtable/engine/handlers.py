@@ -291,9 +291,9 @@ class WorldHandle:
             open_for("world.create")
             if not isinstance(row, Mapping):
                 raise ValueError(f"world.create({name!r}, row) takes a mapping, got {row!r}")
-            row = _written(row, f"world.create({name!r}, row)", "row")
+            row = _written(row, f"world.create({name!r}, row)", "row")  # a copy of its own: kept as it is
             try:
-                return _lazy(world.create(name, row))
+                return _lazy(world.create_own(name, row))
             except Conflict as e:
                 raise ToolError(409, str(e)) from None
 
@@ -308,10 +308,10 @@ class WorldHandle:
             if field in values and _key_text(values[field]) != _key_text(key):
                 raise ValueError(
                     f"world.update cannot change a row's key ({name}.{field}); delete it and create another")
-            try:
-                return _lazy(world.update(name, key, values))
-            except NotFound as e:
-                raise ToolError(404, str(e)) from None
+            old = world.get(name, key)
+            if old is None:
+                raise ToolError(404, f"{name} {key} not found")
+            return _lazy(world.rewrite(name, key, old, values, own=True))  # `values`: a copy of its own
 
         def delete(table: str, key: Any) -> dict[str, Any]:
             """Delete the row with this key; the row as it was."""

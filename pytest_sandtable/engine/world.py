@@ -466,11 +466,13 @@ class World:
             raise NotFound(f"{table} {key} not found")
         return self.rewrite(table, key, old, values)
 
-    def rewrite(self, table: str, key: Any, old: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    def rewrite(self, table: str, key: Any, old: Mapping[str, Any], values: Mapping[str, Any], *,
+                own: bool = False) -> dict[str, Any]:
         """:meth:`update` of the row ``old`` the caller has just read with ``get(table, key)``
-        (not looked up again)."""
+        (not looked up again). ``own``: ``values`` were made for the world alone (nothing
+        else holds them or anything in them), so they are kept without a copy."""
         row = dict(old)
-        row.update(copy_row(values))
+        row.update(values if own else copy_row(values))
         self._changed[table][norm_key(key)] = row
         return row
 
