@@ -26,7 +26,10 @@ tau-bench``; nothing of it is copied into this project) and times its 115 tasks,
 handlers as imported, against the declarative forms above over the same data (ENV's
 ``data``), in one process, the two alternating round by round: each round runs every
 imported task once, then ``cancel`` and ``lookups`` of the declarative domain 20 times
-each; CPU time (``time.process_time``) per trial, driven as the plugin drives an inline
+each, then 20 times each of the three tasks of ``bench_world.py``'s declarative domain over
+τ-bench's retail data (``retail_text``: the "declarative retail domain" issue 26 measured
+against, with its ``before`` rule and its ``never_disclose`` rule over the users' emails;
+its row is the mean of its tasks); CPU time (``time.process_time``) per trial, driven as the plugin drives an inline
 trial (the coroutine sent once). Printed: the median over rounds of each one's time per
 trial and per call, and the ratios imported / declarative.
 
@@ -47,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_world import load, median_trial, ms, run_rounds
+from bench_world import load, median_trial, ms, retail_text, run_rounds
 
 import pytest_sandtable as st
 
@@ -242,6 +245,10 @@ def imported(env: Path, folder: Path, rounds: int) -> None:
             raise SystemExit(f"could not import {env}")
     tau = st.load_domain(out / "sandtable.yaml")
     declarative = load(domain_text("declarative", DECLARATIVE_TOOLS, tau_world(env / "data")), folder, "tau-decl")[0]
+    # the issue's own baseline: bench_world's declarative domain over the same data (three
+    # tasks of 4, 2 and 1 calls, a `before` rule and a never_disclose rule over the emails)
+    world_text, world_expected = retail_text(env / "data")
+    world_retail = load(world_text, folder, "tau-world")[0]
     agent, user = st.ReferenceAgent(), st.ScriptedUser()
 
     def one(domain: st.Domain, task: Any, trial: int) -> st.TrialResult:
@@ -256,8 +263,13 @@ def imported(env: Path, folder: Path, rounds: int) -> None:
         got = one(declarative, declarative.task(task), 1).verdict
         if got != want:
             raise SystemExit(f"declarative {task}: {got}, expected {want}")
+    for task, want in world_expected.items():
+        got = one(world_retail, world_retail.task(task), 1).verdict
+        if got != want:
+            raise SystemExit(f"bench_world's tau-retail {task}: {got}, expected {want}")
+    world_calls = statistics.fmean(len(one(world_retail, t, 1).calls) for t in world_retail.tasks)
     reps = 20
-    samples: dict[str, list[float]] = {"imported": [], "cancel": [], "lookups": []}
+    samples: dict[str, list[float]] = {"imported": [], "cancel": [], "lookups": [], "world": []}
     for r in range(rounds):
         c0 = time.process_time()
         for t in tau.tasks:
@@ -270,18 +282,26 @@ def imported(env: Path, folder: Path, rounds: int) -> None:
             for i in range(reps):
                 one(declarative, spec, 1 + i % 3)
             samples[task].append((time.process_time() - c0) / reps)
+        c0 = time.process_time()
+        for i in range(reps):
+            for t in world_retail.tasks:
+                one(world_retail, t, 1 + i % 3)
+        samples["world"].append((time.process_time() - c0) / (reps * len(world_retail.tasks)))
     med = {n: statistics.median(x) for n, x in samples.items()}
     per_call = {"imported": med["imported"] / calls, "cancel": med["cancel"] / 3,
-                "lookups": med["lookups"] / LOOKUP_CALLS}
+                "lookups": med["lookups"] / LOOKUP_CALLS, "world": med["world"] / world_calls}
     print(f"τ-bench retail imported ({len(tau.tasks)} tasks, {calls:.2f} calls a trial, Python handlers) against "
           "the declarative forms over the same data")
     print(f"  {'':<36}{'trial ms':>10}{'call ms':>10}{'trial ratio':>13}{'call ratio':>12}")
     print(f"  {'imported, mean of its tasks':<36}{ms(med['imported']):>10}{ms(per_call['imported']):>10}")
-    for task, n in (("cancel", 3), ("lookups", LOOKUP_CALLS)):
-        print(f"  {f'declarative {task} ({n} calls)':<36}{ms(med[task]):>10}{ms(per_call[task]):>10}"
+    rows = (("cancel", "declarative cancel (3 calls)"), ("lookups", f"declarative lookups ({LOOKUP_CALLS} calls)"),
+            ("world", f"bench_world tau-retail ({world_calls:.2f} calls)"))
+    for task, label in rows:
+        print(f"  {label:<36}{ms(med[task]):>10}{ms(per_call[task]):>10}"
               f"{med['imported'] / med[task]:>13.2f}{per_call['imported'] / per_call[task]:>12.2f}")
     print(f"  CPU time, medians of {rounds} rounds (each: the {len(tau.tasks)} tasks once, each declarative task "
-          f"{reps} times); ratios imported / declarative")
+          f"{reps} times, bench_world's tau-retail its {len(world_retail.tasks)} tasks {reps} times, their mean); "
+          "ratios imported / declarative")
 
 
 def main() -> None:
