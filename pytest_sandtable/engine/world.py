@@ -550,7 +550,6 @@ class World:
             out["deleted"] = deleted
         return out
 
-
     def touched(self) -> list[tuple[str, Any]]:
         """(table, key) of every row :meth:`diff` (since the seed) names, in its order
         (created, changed, deleted), without copying a row or listing its fields."""
