@@ -334,21 +334,21 @@ def test_ieq_finds_a_text_with_case_set_aside_through_the_index_and_the_trials_w
     assert seed_for(domain).tables["users"].lower_index(("name", "first"))["ada"] == ["u1"]
 
 
-NOT_JSON = """\
-def give(args, world, ctx):
-    return world.get("dated", "d1")
-"""
+def _giving(tmp_path: Path, module: str, table: str, row: str) -> st.Domain:
+    """The nested domain with one more table of one row, and one tool ``give`` whose
+    handler (in ``module``) returns that row."""
+    text = DOMAIN.replace("tools:\n  - name: noop\n    params: {}\n    ops: [{ respond: { ok: true } }]\n",
+                          f"tools:\n  - name: give\n    params: {{}}\n    handler: {module}:give\n")
+    text = text.replace("  plain:\n", f"  {table}:\n    key: id\n    rows:\n      - {row}\n  plain:\n")
+    (tmp_path / f"{module}.py").write_text(f"def give(args, world, ctx):\n    return world.get({table!r}, 'r1')\n",
+                                           encoding="utf-8")
+    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
+    return st.load_domain(tmp_path / "sandtable.yaml")
 
 
 def test_a_world_row_that_is_not_json_errors_every_trial_that_returns_it(tmp_path: Path) -> None:
     # the world's objects found to be JSON are kept by id: a row once refused is refused again
-    text = DOMAIN.replace("tools:\n  - name: noop\n    params: {}\n    ops: [{ respond: { ok: true } }]\n",
-                          "tools:\n  - name: give\n    params: {}\n    handler: dated_handlers:give\n")
-    text = text.replace("  plain:\n", "  dated:\n    key: id\n    rows:\n      - { id: d1, on: { v: .nan } }\n"
-                        "  plain:\n")
-    (tmp_path / "dated_handlers.py").write_text(NOT_JSON, encoding="utf-8")
-    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
-    domain = st.load_domain(tmp_path / "sandtable.yaml")
+    domain = _giving(tmp_path, "dated_handlers", "dated", "{ id: r1, on: { v: .nan } }")
 
     def agent(turn: st.Turn) -> str:
         turn.call_tool("give")
@@ -360,22 +360,11 @@ def test_a_world_row_that_is_not_json_errors_every_trial_that_returns_it(tmp_pat
                                             "dated_handlers:give returned nan at result.on.v, expected a JSON value")
 
 
-BIG = """\
-def give(args, world, ctx):
-    return world.get("big", "b1")
-"""
-
-
 def test_a_world_row_that_orjson_does_not_write_is_returned_the_same_every_call(tmp_path: Path) -> None:
     # the second and later copies of a world object go through orjson, and through marshal
     # when orjson cannot write it (an integer past 64 bits)
-    text = DOMAIN.replace("tools:\n  - name: noop\n    params: {}\n    ops: [{ respond: { ok: true } }]\n",
-                          "tools:\n  - name: give\n    params: {}\n    handler: big_handlers:give\n")
-    row = "{ id: b1, n: { v: [123456789012345678901234567890, 1.5e300, -0.0, x] } }"
-    text = text.replace("  plain:\n", f"  big:\n    key: id\n    rows:\n      - {row}\n  plain:\n")
-    (tmp_path / "big_handlers.py").write_text(BIG, encoding="utf-8")
-    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
-    domain = st.load_domain(tmp_path / "sandtable.yaml")
+    row = "{ id: r1, n: { v: [123456789012345678901234567890, 1.5e300, -0.0, x] } }"
+    domain = _giving(tmp_path, "big_handlers", "big", row)
 
     def agent(turn: st.Turn) -> str:
         for _ in range(3):
