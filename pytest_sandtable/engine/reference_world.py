@@ -74,25 +74,23 @@ def _replayed(
 # the reference world of a task whose replay read no seed, made once per process: it is the
 # same for every trial, and replaying it was half of an imported τ-bench trial. Keyed by the
 # task object (kept alive here, so its id is not reused); a domain loaded again (regrade's
-# edited copy) has new task objects. Only read by the grading below, never changed.
-_UNSEEDED: dict[int, tuple[Task, World]] = {}
+# edited copy) has new task objects. Only read by the grading below, never changed: kept
+# with the rows it touched (World.touched), which every trial of the task is graded on.
+_UNSEEDED: dict[int, tuple[Task, World, list[tuple[str, Any]]]] = {}
 _UNSEEDED_MAX = 4096
 
 
-def _wanted(domain: Domain, task: Task, seed: int, apply_given: Callable[[World, Task], None]) -> World:
+def _wanted(domain: Domain, task: Task, seed: int, apply_given: Callable[[World, Task], None]
+            ) -> tuple[World, list[tuple[str, Any]]]:
+    """The task's reference world and the rows it touched."""
     kept = _UNSEEDED.get(id(task))
     if kept is not None and kept[0] is task:
-        return kept[1]
+        return kept[1], kept[2]
     world, seeded = _replayed(domain, task, seed, apply_given)
+    touched = world.touched()
     if not seeded and len(_UNSEEDED) < _UNSEEDED_MAX:
-        _UNSEEDED[id(task)] = (task, world)
-    return world
-
-
-def _is_kept(task: Task, world: World) -> bool:
-    """Whether ``world`` is the reference world kept for ``task``."""
-    kept = _UNSEEDED.get(id(task))
-    return kept is not None and kept[1] is world
+        _UNSEEDED[id(task)] = (task, world, touched)
+    return world, touched
 
 
 def _replay(
@@ -128,26 +126,6 @@ def _same_walk(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(_same_walk(x, y) for x, y in zip(a, b))
     return bool(a == b)
-
-
-# the rows each reference world touched: a reference world kept for its task (_UNSEEDED)
-# is never changed again, and is graded against every trial of the task
-_TOUCHED: dict[int, tuple[World, list[tuple[str, Any]]]] = {}
-
-
-def _touched(world: World, kept: bool = False) -> list[tuple[str, Any]]:
-    """(table, key) of every row a world created, changed or deleted (``kept``: a world
-    that is not changed again, whose rows are looked up once)."""
-    if not kept:
-        return world.touched()
-    hit = _TOUCHED.get(id(world))
-    if hit is not None and hit[0] is world:
-        return hit[1]
-    rows = world.touched()
-    if len(_TOUCHED) >= _UNSEEDED_MAX:
-        _TOUCHED.clear()
-    _TOUCHED[id(world)] = (world, rows)
-    return rows
 
 
 def _show(value: Any) -> str:
@@ -203,12 +181,12 @@ def grade_world_matches_reference(
     if not task.expect.world_matches_reference:
         return []
     try:
-        wanted = _wanted(domain, task, seed, apply_given)
+        wanted, wanted_rows = _wanted(domain, task, seed, apply_given)
     except HandlerBug as e:
         raise RuntimeError(f"replaying the reference: {e}") from None
     differing = []
     seen: set[tuple[str, Any]] = set()
-    for table, key in _touched(world) + _touched(wanted, kept=_is_kept(task, wanted)):
+    for table, key in world.touched() + wanted_rows:
         if (table, format_value(key)) in seen or table in domain.user_tables:
             continue  # dual control: the reference makes the agent's world; the user's is graded by `state`
         seen.add((table, format_value(key)))

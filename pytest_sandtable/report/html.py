@@ -446,7 +446,11 @@ def _mark_data(violations: Iterable[StoredViolation]) -> list[list[Any]]:
     return [[bool(v["soft"]), str(v["invariant"]), str(v["detail"]), str(v.get("quote") or "")] for v in violations]
 
 
-def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]) -> list[Any]:
+ResultData = Callable[[Any], list[Any]]  # what a call returned, as the page's data (_result_data)
+
+
+def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]],
+               result_data: ResultData) -> list[Any]:
     """One tool call of the transcript (``i`` indexes the trial's calls): its signature,
     what it returned or the error, and the rules it broke (taken out of ``by_call``)."""
     calls = t["calls"]
@@ -456,7 +460,7 @@ def _call_data(t: StoredTrial, i: int, by_call: dict[int, list[StoredViolation]]
     tool, args = str(c["tool"]), _args(c["args"])  # read in the order the HTML shows them
     result: list[str]
     if c["ok"]:
-        result = _MEMO[-1].result_data(c["result"]) if _MEMO else _result_data(c["result"])
+        result = result_data(c["result"])
     else:
         err = c["error"]
         code, message = (err["code"], err["message"]) if err else (None, None)
@@ -502,9 +506,6 @@ class _Memo:
         return data
 
 
-_MEMO: list[_Memo] = []  # the memo of the page being written (write_report_html)
-
-
 def _result_data(value: Any) -> list[Any]:
     """What a call returned: ``["s", its JSON]`` when short (140 characters at most), else
     ``["l", its first 110 characters, "[" or "{", [each item of its top level]]``, an item
@@ -524,11 +525,11 @@ def _result_data(value: Any) -> list[Any]:
 
 
 def _entry_data(t: StoredTrial, entry: Any, by_call: dict[int, list[StoredViolation]],
-                said: dict[int, list[StoredViolation]]) -> list[Any]:
+                said: dict[int, list[StoredViolation]], result_data: ResultData) -> list[Any]:
     """One entry of the transcript: a tool call, or what the user or the agent said with
     the rules the agent broke saying it (taken out of ``said``)."""
     if entry["role"] == "tool":
-        return _call_data(t, entry["call"], by_call)
+        return _call_data(t, entry["call"], by_call, result_data)
     if entry["role"] == "event":  # the world changed by someone else (a task's event)
         return ["ev", event_note(entry)]
     who = "agent" if entry["role"] == "agent" else "user"
@@ -536,7 +537,7 @@ def _entry_data(t: StoredTrial, entry: Any, by_call: dict[int, list[StoredViolat
     return ["msg", who, str(entry["text"]), marks]
 
 
-def _chat_data(t: StoredTrial) -> list[list[Any]] | None:
+def _chat_data(t: StoredTrial, result_data: ResultData) -> list[list[Any]] | None:
     by_call: dict[int, list[StoredViolation]] = {}
     said: dict[int, list[StoredViolation]] = {}
     for v in t["violations"]:
@@ -546,10 +547,10 @@ def _chat_data(t: StoredTrial) -> list[list[Any]] | None:
             said.setdefault(v["turn"], []).append(v)
     entries = t["transcript"]
     first, hidden, last = shown_items(entries)
-    items = [_entry_data(t, entry, by_call, said) for entry in first]
+    items = [_entry_data(t, entry, by_call, said, result_data) for entry in first]
     if hidden:
         items.append(["gap", not_shown(hidden, len(entries), "transcript entries")])
-    items += [_entry_data(t, entry, by_call, said) for entry in last]
+    items += [_entry_data(t, entry, by_call, said, result_data) for entry in last]
     if hidden:  # the rules broken in the entries not shown stay with them
         shown = {entry["call"] for entry in (*first, *last) if entry["role"] == "tool"}
         turns = {entry["turn"] for entry in (*first, *last) if entry["role"] == "agent"}
@@ -588,7 +589,7 @@ def _diff_data(diff: Diff) -> tuple[list[list[str]], str]:
     return rows, note
 
 
-def _trial_data(t: StoredTrial) -> dict[str, Any]:
+def _trial_data(t: StoredTrial, result_data: ResultData = _result_data) -> dict[str, Any]:
     """A trial's body as data (see above): failed checks, likely owner, transcript, world
     diff, every check, soft rules broken, who ran it."""
     v = t["verdict"]
@@ -606,7 +607,7 @@ def _trial_data(t: StoredTrial) -> dict[str, Any]:
     a = t.get("attribution")
     if isinstance(a, Mapping) and a.get("owner"):
         data["owner"] = [str(a["owner"]), str(a.get("evidence", ""))]
-    data["chat"] = _chat_data(t)
+    data["chat"] = _chat_data(t, result_data)
     traceback = t.get("traceback")
     if traceback:
         data["tb"] = str(traceback)
@@ -1929,6 +1930,8 @@ class _Placed:
                  bounded: bool = False) -> None:
         self.clean = clean
         self.bounded = bounded  # the trials are a spool's, stored within the caps: no need to look again
+        # their strict JSON has no NaN (which orjson writes as it writes null): results kept
+        self.result_data: ResultData = _Memo().result_data if bounded else _result_data
         self.limit = limit
         self.many_tasks = len(tasks) > TASKS_INLINE
         # with many tasks, the only ones whose failing trials may be in full (see _shown_tasks)
@@ -1950,7 +1953,7 @@ class _Placed:
         try:
             b = t if self.bounded else _bounded(t)
             s = _Shown(str(b["domain"]), str(b["task"]), int(b["trial"]), str(b["verdict"]), _trial_head(b), "")
-            data = _data_text(_trial_data(b), self.clean)
+            data = _data_text(_trial_data(b, self.result_data), self.clean)
         except Exception as exc:
             s = _cannot_show(t, exc)
             s.body = self.clean(s.body)
@@ -2107,14 +2110,8 @@ def write_report_html(results: Mapping[str, Any], fp: TextSink, *, secrets: Sequ
     trials = results.get("trials") or []
     # a spool's trials were bounded as they were stored (report.spool): what a run writes
     placed = _Placed(clean, inline_limit, tasks, bounded=isinstance(trials, SpooledTrials))
-    if placed.bounded:  # strict JSON (no NaN, which orjson writes as it writes null): results memoised
-        _MEMO.append(_Memo())
-    try:
-        for t in trials:
-            placed.add(t)
-    finally:
-        if placed.bounded:
-            _MEMO.pop()
+    for t in trials:
+        placed.add(t)
     placed.finish()
     for piece in _page(doc, placed):
         fp.write(clean(piece))
