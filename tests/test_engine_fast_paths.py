@@ -1,12 +1,18 @@
 """The trial's fast paths give what the general paths give: flat arguments copied without
 the walk, the hash index on small tables, savepoints of the tables a trial changed, a
 tool's ops undone from the first write on, disclosure findings kept for texts over an
-unchanged table, a param's JSON Schema validator made once, a clause's plan made once."""
+unchanged table, a param's JSON Schema validator made once, a clause's plan made once, a
+handler's result and writes copied through orjson."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 import random
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -16,6 +22,7 @@ import pytest_sandtable as st
 from pytest_sandtable.domain.conditions import equal, resolve_where, row_matches
 from pytest_sandtable.domain.loader import load_domain_text
 from pytest_sandtable.domain.model import Param
+from pytest_sandtable.engine import handlers
 from pytest_sandtable.engine.api import TrialInfo
 from pytest_sandtable.engine.handlers import HandlerState, run_tool
 from pytest_sandtable.engine.rules import DisclosureScanner
@@ -331,3 +338,138 @@ def test_a_list_of_texts_or_booleans_takes_the_quick_way_to_what_the_whole_way_g
         assert got == want
         if isinstance(got, dict):
             assert got[name] is not value  # a copy, as the whole way makes
+
+
+class _Text(str):
+    pass
+
+
+class _Color(enum.Enum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Size(float):
+    pass
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+def _nested(levels: int) -> list[Any]:
+    """Arrays nested ``levels`` deep (``[[]]`` is two)."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def _typed(value: Any) -> Any:
+    """A value with every type spelt out: 1, 1.0 and True differ, a tuple is no list."""
+    if isinstance(value, dict):
+        return ("dict", [(_typed(k), _typed(v)) for k, v in dict.items(value)])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in list.__iter__(value)] if isinstance(value, list)
+                else [_typed(v) for v in value])
+    if isinstance(value, float) and math.isnan(value):
+        return (type(value).__name__, "nan")
+    return (type(value).__name__, repr(value))
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of every list and mapping in a value, itself included."""
+    if isinstance(value, dict):
+        return {id(value)}.union(*map(_containers, dict.values(value)))
+    if isinstance(value, (list, tuple)):
+        return {id(value)}.union(*map(_containers, list.__iter__(value) if isinstance(value, list) else value))
+    return set()
+
+
+def _copied(copy: Any, value: Any) -> Any:
+    """What a copy gives: the value, typed, or the words of what it refused."""
+    try:
+        return _typed(copy(value))
+    except handlers._NotJson as e:
+        return str(e)
+
+
+_ROW = {"order_id": "O1", "status": "pending", "items": [{"sku": "A", "price": 9.5}], "note": {"by": "Ada"}}
+RESULTS: list[Any] = [
+    "a", 1, None, True, 1.5, -0.0, 2**70, -(2**70), 1e300, "\ud800", {"s": "\ud800"}, [2**64],
+    math.nan, math.inf, [1, -math.inf], {"a": {"b": math.nan}},
+    uuid.UUID(int=7), {"id": uuid.UUID(int=7)}, _Color.RED, [_Color.RED], _Level.HIGH, {"level": _Level.HIGH},
+    _Text("t"), {"t": _Text("t")}, {_Text("k"): 1}, {1: 2}, {None: 1}, _Size(2.5), [_Size(2.5)],
+    (1, 2), {"a": (1, [2, (3,)])}, b"x", {"b": b"x"}, datetime(2026, 1, 2, tzinfo=timezone.utc), _Point(1),
+    {"p": _Point(1)}, {"s": {1, 2}}, _nested(64), _nested(65), {"n": _nested(63)}, {"n": _nested(64)},
+    [{"a": 1}] * 70, {"text": "[" * 80 + "{" * 80},
+]
+
+
+@pytest.mark.parametrize("value", RESULTS)
+def test_a_handlers_result_is_copied_through_orjson_exactly_as_the_walk_copies_it(value: Any) -> None:
+    got = _copied(handlers._result_copy, value)
+    assert got == _copied(handlers._json_copy, value)
+    if isinstance(value, (dict, list)) and not isinstance(got, str):  # taken, not refused
+        assert not _containers(handlers._result_copy(value)) & _containers(value)  # nothing of the handler's
+
+
+def test_a_handlers_rows_are_copied_as_they_hold_them_read_or_not() -> None:
+    untouched = handlers._lazy(_ROW)
+    read = handlers._lazy(_ROW)
+    read["items"].append({"sku": "B", "price": 1})
+    read["status"] = "held"
+    rows = handlers._rows_for([_ROW] * 5)
+    rows[1]["note"]["by"] = "Lin"
+    for value in (untouched, read, rows, {"rows": rows, "row": read}, [untouched, _Color.RED]):
+        assert _copied(handlers._result_copy, value) == _copied(handlers._json_copy, value)
+    assert handlers._result_copy(read)["items"] == [{"sku": "A", "price": 9.5}, {"sku": "B", "price": 1}]
+    assert handlers._result_copy(rows)[1]["note"] == {"by": "Lin"}
+    assert _ROW["items"] == [{"sku": "A", "price": 9.5}] and _ROW["note"] == {"by": "Ada"}  # the world's, unchanged
+    copy = handlers._result_copy(untouched)
+    copy["items"][0]["sku"] = "Z"
+    assert _ROW["items"][0]["sku"] == "A"
+
+
+@pytest.mark.parametrize("value", [[1.5, {"a": [2]}], [math.nan, 1], [2**70], ["\ud800"], [_nested(70)]])
+def test_a_world_list_a_handler_reads_is_a_copy_of_what_the_world_holds(value: list[Any]) -> None:
+    for _ in range(2):  # the second time through orjson, once the list is known to be JSON
+        copy = handlers._private(value)
+        assert copy is not value and _typed(copy) == _typed(value)
+
+
+def test_a_uuid_or_an_enum_a_handler_returns_errors_its_trial_as_before(tmp_path: Path) -> None:
+    (tmp_path / "odd_handlers.py").write_text(
+        "import enum, uuid\n"
+        "class Color(enum.Enum):\n    RED = 'red'\n"
+        "def ident(args, world, ctx):\n    return {'order': world.get('moves', 'M-1'), 'id': uuid.UUID(int=7)}\n"
+        "def color(args, world, ctx):\n    return [world.list('moves'), {'color': Color.RED}]\n"
+        "def fine(args, world, ctx):\n    return {'at': (1, 2.5), 'rows': world.list('moves')}\n",
+        encoding="utf-8")
+    text = DOMAIN.replace("    rows: []\n", "    rows:\n      - { move_id: M-1, truck_id: T-1, depot: Reno }\n", 1)
+    tools = "".join(f"  - name: {n}\n    handler: odd_handlers:{n}\n" for n in ("ident", "color", "fine"))
+    text = text.replace("tools:\n", "tools:\n" + tools, 1)
+    (tmp_path / "sandtable.yaml").write_text(text, encoding="utf-8")
+    domain = st.load_domain(tmp_path / "sandtable.yaml")
+
+    def calling(tool: str) -> Any:
+        def agent(turn: st.Turn) -> str:
+            turn.call_tool(tool)
+            return "Done."
+        return agent
+
+    errors = {tool: st.run_trial(domain, "t", calling(tool), st.ScriptedUser()).error for tool in ("ident", "color")}
+    assert errors == {
+        "ident": "the domain failed running ident: its handler odd_handlers:ident returned a UUID at result.id, "
+                 "expected a JSON value",
+        "color": "the domain failed running color: its handler odd_handlers:color returned a Color at "
+                 "result[1].color, expected a JSON value",
+    }
+    r = st.run_trial(domain, "t", calling("fine"), st.ScriptedUser())
+    assert r.error is None
+    assert r.calls[0]["result"] == {"at": [1, 2.5],
+                                    "rows": [{"move_id": "M-1", "truck_id": "T-1", "depot": "Reno"}]}

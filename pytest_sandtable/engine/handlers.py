@@ -353,7 +353,7 @@ def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
     """What a handler writes, copied: JSON values only, since the diff, results.json and
     the grading read them (a ``datetime`` is written as ``ctx.now.isoformat()``)."""
     try:
-        copied: dict[str, Any] = _json_copy(values)
+        copied: dict[str, Any] = _result_copy(values)
     except _NotJson as e:
         raise ValueError(f"{call}: {e.what} at {arg}{''.join(reversed(e.path))}, expected a JSON value") from None
     return copied
@@ -627,6 +627,10 @@ def _private(value: Any) -> Any:
         return _lazy(value)
     if t is list:
         try:
+            return _world_copy(value, 0)  # through orjson once it is known to be JSON
+        except _NotJson:  # a seed's .nan, a list nested past the walk's limit
+            pass
+        try:
             return marshal.loads(marshal.dumps(value, 2))
         except (ValueError, TypeError, RecursionError):
             return copy.deepcopy(value)
@@ -677,7 +681,7 @@ def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerSt
         raise HandlerBug(_raised(tool, e)) from None
     state.running = None
     try:
-        return ToolResult(True, value=_json_copy(value))
+        return ToolResult(True, value=_result_copy(value))
     except _NotJson as e:
         world.rollback(sp)
         raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
@@ -785,6 +789,48 @@ class _NotJson(Exception):
 
 _MAX_DEPTH = 64
 _PLAIN = frozenset({str, int, bool, type(None)})
+
+
+# orjson's options for a handler's result: every subclass of a builtin type (a str, int,
+# float, dict or list subclass), dataclass and datetime goes to :func:`_as_written`
+_FAST = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _as_written(value: Any) -> Any:
+    """A handler's row or rows as they hold them (what :func:`_json_copy` reads); any
+    other subclass, dataclass or datetime is left to :func:`_json_copy`."""
+    t = type(value)
+    if t is _Row:
+        return dict(_dict_items(value))
+    if t is _Rows:
+        return list(_list_iter(value))
+    raise TypeError
+
+
+def _result_copy(value: Any) -> Any:
+    """:func:`_json_copy` of a handler's result, made in C when it can be: orjson writes it
+    and reads it back, a new value that shares nothing with it. Taken only when it equals
+    what the handler returned and has at most ``_MAX_DEPTH`` arrays and objects in all (so
+    none nested deeper): orjson writes NaN and the infinities as null, a UUID as its text
+    and an enum as its value, none of which equals what it became, and all of which
+    :func:`_json_copy` refuses; a tuple, which becomes a list, is walked too. Everything
+    else orjson cannot write is walked, and the walk words what it is and where."""
+    t = type(value)
+    if t in _PLAIN:
+        return value
+    if t is _Row:
+        src = value._src  # type: ignore[attr-defined]
+        if src and _untouched(value, src):  # the world's row as it is: copied whole
+            return _world_copy(src, 0)
+    try:
+        data = orjson.dumps(value, default=_as_written, option=_FAST)
+    except TypeError:  # orjson.JSONEncodeError
+        return _json_copy(value)
+    if data.count(b"[") + data.count(b"{") <= _MAX_DEPTH:
+        out = orjson.loads(data)
+        if out == value:
+            return out
+    return _json_copy(value)
 
 
 def _json_copy(value: Any, depth: int = 0) -> Any:
