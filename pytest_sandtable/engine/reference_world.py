@@ -18,6 +18,8 @@ import marshal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from ..domain.conditions import format_literal, format_value
 from ..domain.model import Domain, Task
 from ..domain.wording import clip
@@ -107,9 +109,21 @@ def _replay(
     return run_tool(tool, args, world, handlers, index)
 
 
+_STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal values of equal types, all the way down (True is not 1, 1 is not 1.0)."""
-    if type(a) is dict and type(b) is dict:  # two rows: the same bytes in marshal's form are the same values
+    if type(a) is dict and type(b) is dict:  # two rows: the same bytes are the same values
+        try:
+            # orjson's (5-7 times quicker than marshal's) tell 1, 1.0 and true apart, and a
+            # subclass or a date (a YAML timestamp) is refused; not NaN from None (both
+            # null), so a row with a null in its text is compared by marshal's
+            text = orjson.dumps(a, option=_STRICT)
+            if text == orjson.dumps(b, option=_STRICT) and b"null" not in text:
+                return True
+        except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, a lone surrogate
+            pass
         try:
             if marshal.dumps(a, 2) == marshal.dumps(b, 2):
                 return True
