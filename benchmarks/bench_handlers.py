@@ -33,16 +33,30 @@ its row is the mean of its tasks); CPU time (``time.process_time``) per trial, d
 trial (the coroutine sent once). Printed: the median over rounds of each one's time per
 trial and per call, and the ratios imported / declarative.
 
+With ``--tau-bench ENV --against DIR`` (DIR: a folder holding another copy of the
+``pytest_sandtable`` package, such as ``git worktree add /tmp/before REV`` makes), that copy
+is loaded into this process too, under another name (``pytest_sandtable_other``, its text
+rewritten to match), ENV is imported by each copy and both run the same trials, the copies
+alternating round by round in the same process: on a machine whose speed drifts by a third
+from one minute to the next, the ratio of two rounds run seconds apart holds where two
+processes' medians do not. Printed: each copy's imported trial and bench_world's retail
+trial (medians), their ratio, and this copy's imported trial over the other's (the median
+of the rounds' ratios, with the least and the greatest).
+
     python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
     python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
+    python benchmarks/bench_handlers.py --tau-bench ENV --against DIR [--rounds 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
+import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -304,6 +318,92 @@ def imported(env: Path, folder: Path, rounds: int) -> None:
           "ratios imported / declarative")
 
 
+OTHER = "pytest_sandtable_other"
+
+
+def _other_copy(source: Path, folder: Path) -> None:
+    """The package in ``source`` as ``OTHER`` under ``folder``: every reference to its own
+    name (imports, plugin names, the importer's templates) rewritten."""
+    target = folder / OTHER
+    shutil.copytree(source / "pytest_sandtable", target, ignore=shutil.ignore_patterns("__pycache__"))
+    for f in target.rglob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        new = re.sub(r"\bpytest_sandtable\b", OTHER, text)
+        if new != text:
+            f.write_text(new, encoding="utf-8")
+
+
+def _side(package: str, env: Path, folder: Path) -> tuple[Any, Any, Any]:
+    """ENV imported by ``package``'s own importer (its handler module renamed for the other
+    copy, so the two modules do not meet in ``sys.modules``), bench_world's retail domain,
+    and a function that runs one trial of either, as :func:`imported` does."""
+    pkg = importlib.import_module(package)
+    cli = importlib.import_module(package + ".cli").main
+    trial = importlib.import_module(package + ".engine.trial")
+    out = folder / f"{package}-retail"
+    with contextlib.redirect_stdout(io.StringIO()):
+        if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
+            raise SystemExit(f"{package} could not import {env}")
+    if package == OTHER:
+        module = out / "tau_retail_handlers.py"
+        (out / "tau_retail_handlers_other.py").write_text(module.read_text(encoding="utf-8"), encoding="utf-8")
+        module.unlink()
+        spec = out / "sandtable.yaml"
+        spec.write_text(spec.read_text(encoding="utf-8").replace("tau_retail_handlers:", "tau_retail_handlers_other:"),
+                        encoding="utf-8")
+    tau = pkg.load_domain(out / "sandtable.yaml")
+    text, _ = retail_text(env / "data")
+    (folder / f"{package}-world").mkdir()
+    (folder / f"{package}-world" / "sandtable.yaml").write_text(text, encoding="utf-8")
+    world = pkg.load_domain(folder / f"{package}-world" / "sandtable.yaml")
+    agent, user = pkg.ReferenceAgent(), pkg.ScriptedUser()
+
+    def one(domain: Any, task: Any, n: int) -> Any:
+        return _drive(trial.arun_trial(domain, task, agent, user, trial=n, k=3, run_seed=1, agent_name="reference",
+                                       user_name="scripted", trial_timeout=900.0, location="sandtable.yaml:1"))
+
+    return tau, world, one
+
+
+def against(env: Path, folder: Path, rounds: int, other: Path) -> None:
+    """This copy's imported τ-bench retail trial against another copy's, in one process."""
+    if not (other / "pytest_sandtable" / "__init__.py").is_file():
+        raise SystemExit(f"{other} holds no pytest_sandtable package")
+    _other_copy(other, folder / "other")
+    sys.path.insert(0, str(folder / "other"))
+    sides = {"this": _side("pytest_sandtable", env, folder), "other": _side(OTHER, env, folder)}
+    verdicts = {}
+    for name, (tau, world, one) in sides.items():  # warm: handler imports, indexes, kept references
+        verdicts[name] = [one(d, t, 1).verdict for d in (tau, world) for t in d.tasks]
+    if verdicts["this"] != verdicts["other"]:
+        raise SystemExit("the two copies' verdicts differ")
+    reps = 20
+    samples: dict[str, dict[str, list[float]]] = {name: {"imported": [], "world": []} for name in sides}
+    for r in range(rounds):
+        for name in ("this", "other") if r % 2 == 0 else ("other", "this"):
+            tau, world, one = sides[name]
+            c0 = time.process_time()
+            for t in tau.tasks:
+                one(tau, t, 1 + r % 3)
+            samples[name]["imported"].append((time.process_time() - c0) / len(tau.tasks))
+            c0 = time.process_time()
+            for i in range(reps):
+                for t in world.tasks:
+                    one(world, t, 1 + i % 3)
+            samples[name]["world"].append((time.process_time() - c0) / (reps * len(world.tasks)))
+    print(f"τ-bench retail imported (Python handlers), this copy against {other}, alternating in one process")
+    print(f"  {'':<8}{'imported ms':>13}{'bench_world ms':>16}{'ratio':>8}")
+    for name in sides:
+        i, w = (statistics.median(samples[name][x]) for x in ("imported", "world"))
+        print(f"  {name:<8}{ms(i):>13}{ms(w):>16}{i / w:>8.2f}")
+    for what in ("imported", "world"):
+        ratios = [a / b for a, b in zip(samples["this"][what], samples["other"][what], strict=True)]
+        print(f"  this / other, {what + ' trial,':<17} per round: median {statistics.median(ratios):.3f} "
+              f"({min(ratios):.3f} to {max(ratios):.3f})")
+    print(f"  CPU time, {rounds} rounds (each: the {len(sides['this'][0].tasks)} imported tasks once, "
+          f"bench_world's retail tasks {reps} times), the copies' order alternating")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", type=int, default=100, help="orders of the small handler domain")
@@ -312,11 +412,16 @@ def main() -> None:
     ap.add_argument("--tau-retail", type=Path, help="τ-bench's retail data folder (users.json, orders.json, ...)")
     ap.add_argument("--tau-bench", type=Path, metavar="ENV", help="τ-bench's retail env folder: import it and time it")
     ap.add_argument("--rounds", type=int, default=15, help="with --tau-bench: alternating rounds")
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="with --tau-bench: a folder holding another copy of pytest_sandtable to run beside this one")
     args = ap.parse_args()
     print(f"pytest-sandtable {st.__version__}, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "bench_retail_handlers.py").write_text(HANDLERS, encoding="utf-8")
+        if args.tau_bench and args.against:
+            against(args.tau_bench, folder, args.rounds, args.against)
+            return
         if args.tau_bench:
             imported(args.tau_bench, folder, args.rounds)
             return
