@@ -819,7 +819,7 @@ def _result_copy(value: Any) -> Any:
     if t in _PLAIN:
         return value
     if t is _Row:
-        src = value._src  # type: ignore[attr-defined]
+        src = value._src
         if src and _untouched(value, src):  # the world's row as it is: copied whole
             return _world_copy(src, 0)
     try:
