@@ -248,6 +248,18 @@ def _drive(coro: Any) -> Any:
     raise RuntimeError("an inline trial suspended")
 
 
+def _runner(pkg: Any, arun_trial: Any) -> Any:
+    """``one(domain, task, n)``: trial ``n`` of a task with ``pkg``'s reference agent and
+    scripted user, driven as the plugin drives an inline trial."""
+    agent, user = pkg.ReferenceAgent(), pkg.ScriptedUser()
+
+    def one(domain: Any, task: Any, n: int) -> Any:
+        return _drive(arun_trial(domain, task, agent, user, trial=n, k=3, run_seed=1, agent_name="reference",
+                                 user_name="scripted", trial_timeout=900.0, location="sandtable.yaml:1"))
+
+    return one
+
+
 def imported(env: Path, folder: Path, rounds: int) -> None:
     """τ-bench's retail env as imported (Python handlers) against the declarative forms."""
     from pytest_sandtable.cli import main as cli
@@ -263,13 +275,7 @@ def imported(env: Path, folder: Path, rounds: int) -> None:
     # tasks of 4, 2 and 1 calls, a `before` rule and a never_disclose rule over the emails)
     world_text, world_expected = retail_text(env / "data")
     world_retail = load(world_text, folder, "tau-world")[0]
-    agent, user = st.ReferenceAgent(), st.ScriptedUser()
-
-    def one(domain: st.Domain, task: Any, trial: int) -> st.TrialResult:
-        result: st.TrialResult = _drive(arun_trial(
-            domain, task, agent, user, trial=trial, k=3, run_seed=1, agent_name="reference", user_name="scripted",
-            trial_timeout=900.0, location="sandtable.yaml:1"))
-        return result
+    one = _runner(st, arun_trial)
 
     verdicts = {t.id: one(tau, t, 1).verdict for t in tau.tasks}  # warm: handler imports, indexes
     calls = statistics.fmean(len(one(tau, t, 1).calls) for t in tau.tasks)
@@ -356,13 +362,7 @@ def _side(package: str, env: Path, folder: Path) -> tuple[Any, Any, Any]:
     (folder / f"{package}-world").mkdir()
     (folder / f"{package}-world" / "sandtable.yaml").write_text(text, encoding="utf-8")
     world = pkg.load_domain(folder / f"{package}-world" / "sandtable.yaml")
-    agent, user = pkg.ReferenceAgent(), pkg.ScriptedUser()
-
-    def one(domain: Any, task: Any, n: int) -> Any:
-        return _drive(trial.arun_trial(domain, task, agent, user, trial=n, k=3, run_seed=1, agent_name="reference",
-                                       user_name="scripted", trial_timeout=900.0, location="sandtable.yaml:1"))
-
-    return tau, world, one
+    return tau, world, _runner(pkg, trial.arun_trial)
 
 
 def against(env: Path, folder: Path, rounds: int, other: Path) -> None:

@@ -412,10 +412,10 @@ RESULTS: list[Any] = [
 
 @pytest.mark.parametrize("value", RESULTS)
 def test_a_handlers_result_is_copied_through_orjson_exactly_as_the_walk_copies_it(value: Any) -> None:
-    got = _copied(handlers._result_copy, value)
+    got = _copied(handlers._json_copy_fast, value)
     assert got == _copied(handlers._json_copy, value)
     if isinstance(value, (dict, list)) and not isinstance(got, str):  # taken, not refused
-        assert not _containers(handlers._result_copy(value)) & _containers(value)  # nothing of the handler's
+        assert not _containers(handlers._json_copy_fast(value)) & _containers(value)  # nothing of the handler's
 
 
 def test_a_handlers_rows_are_copied_as_they_hold_them_read_or_not() -> None:
@@ -426,11 +426,11 @@ def test_a_handlers_rows_are_copied_as_they_hold_them_read_or_not() -> None:
     rows = handlers._rows_for([_ROW] * 5)
     rows[1]["note"]["by"] = "Lin"
     for value in (untouched, read, rows, {"rows": rows, "row": read}, [untouched, _Color.RED]):
-        assert _copied(handlers._result_copy, value) == _copied(handlers._json_copy, value)
-    assert handlers._result_copy(read)["items"] == [{"sku": "A", "price": 9.5}, {"sku": "B", "price": 1}]
-    assert handlers._result_copy(rows)[1]["note"] == {"by": "Lin"}
+        assert _copied(handlers._json_copy_fast, value) == _copied(handlers._json_copy, value)
+    assert handlers._json_copy_fast(read)["items"] == [{"sku": "A", "price": 9.5}, {"sku": "B", "price": 1}]
+    assert handlers._json_copy_fast(rows)[1]["note"] == {"by": "Lin"}
     assert _ROW["items"] == [{"sku": "A", "price": 9.5}] and _ROW["note"] == {"by": "Ada"}  # the world's, unchanged
-    copy = handlers._result_copy(untouched)
+    copy = handlers._json_copy_fast(untouched)
     copy["items"][0]["sku"] = "Z"
     assert _ROW["items"][0]["sku"] == "A"
 

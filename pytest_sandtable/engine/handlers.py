@@ -353,7 +353,7 @@ def _written(values: Mapping[str, Any], call: str, arg: str) -> dict[str, Any]:
     """What a handler writes, copied: JSON values only, since the diff, results.json and
     the grading read them (a ``datetime`` is written as ``ctx.now.isoformat()``)."""
     try:
-        copied: dict[str, Any] = _result_copy(values)
+        copied: dict[str, Any] = _json_copy_fast(values)
     except _NotJson as e:
         raise ValueError(f"{call}: {e.what} at {arg}{''.join(reversed(e.path))}, expected a JSON value") from None
     return copied
@@ -681,7 +681,7 @@ def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerSt
         raise HandlerBug(_raised(tool, e)) from None
     state.running = None
     try:
-        return ToolResult(True, value=_result_copy(value))
+        return ToolResult(True, value=_json_copy_fast(value))
     except _NotJson as e:
         world.rollback(sp)
         raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
@@ -791,9 +791,10 @@ _MAX_DEPTH = 64
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
-# orjson's options for a handler's result: every subclass of a builtin type (a str, int,
-# float, dict or list subclass), dataclass and datetime goes to :func:`_as_written`
-_FAST = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+# orjson's options where only plain JSON values may pass: every subclass of a builtin type
+# (a str, int, float, dict or list subclass), dataclass and datetime goes to `default` (or
+# is refused without one). Also the reference world's row comparison's.
+STRICT_JSON = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
 def _as_written(value: Any) -> Any:
@@ -807,8 +808,8 @@ def _as_written(value: Any) -> Any:
     raise TypeError
 
 
-def _result_copy(value: Any) -> Any:
-    """:func:`_json_copy` of a handler's result, made in C when it can be: orjson writes it
+def _json_copy_fast(value: Any) -> Any:
+    """:func:`_json_copy` of a handler's result or write, made in C when it can be: orjson writes it
     and reads it back, a new value that shares nothing with it. Taken only when it equals
     what the handler returned and has at most ``_MAX_DEPTH`` arrays and objects in all (so
     none nested deeper): orjson writes NaN and the infinities as null, a UUID as its text
@@ -823,7 +824,7 @@ def _result_copy(value: Any) -> Any:
         if src and _untouched(value, src):  # the world's row as it is: copied whole
             return _world_copy(src, 0)
     try:
-        data = orjson.dumps(value, default=_as_written, option=_FAST)
+        data = orjson.dumps(value, default=_as_written, option=STRICT_JSON)
     except TypeError:  # orjson.JSONEncodeError
         return _json_copy(value)
     if data.count(b"[") + data.count(b"{") <= _MAX_DEPTH:

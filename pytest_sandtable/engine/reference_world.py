@@ -24,7 +24,7 @@ from ..domain.conditions import format_literal, format_value
 from ..domain.model import Domain, Task
 from ..domain.wording import clip
 from .api import ToolResult
-from .handlers import HandlerBug, HandlerState, run_tool
+from .handlers import STRICT_JSON, HandlerBug, HandlerState, run_tool
 from .results import Check
 from .start import run_start
 from .tools import ArgError, coerce_args
@@ -109,9 +109,6 @@ def _replay(
     return run_tool(tool, args, world, handlers, index)
 
 
-_STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-
-
 def _same(a: Any, b: Any) -> bool:
     """Equal values of equal types, all the way down (True is not 1, 1 is not 1.0)."""
     if type(a) is dict and type(b) is dict:  # two rows: the same bytes are the same values
@@ -119,8 +116,8 @@ def _same(a: Any, b: Any) -> bool:
             # orjson's (5-7 times quicker than marshal's) tell 1, 1.0 and true apart, and a
             # subclass or a date (a YAML timestamp) is refused; not NaN from None (both
             # null), so a row with a null in its text is compared by marshal's
-            text = orjson.dumps(a, option=_STRICT)
-            if text == orjson.dumps(b, option=_STRICT) and b"null" not in text:
+            text = orjson.dumps(a, option=STRICT_JSON)
+            if text == orjson.dumps(b, option=STRICT_JSON) and b"null" not in text:
                 return True
         except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, a lone surrogate
             pass
