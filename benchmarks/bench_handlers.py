@@ -45,7 +45,35 @@ of the rounds' ratios, with the least and the greatest).
 
     python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
     python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
+With ``--tau-bench ENV --floor``, it times the imported trials as they are and with parts of
+the handler contract switched off in this process (the benchmark replaces the engine's
+functions; nothing of it is an option of the product): without the copy of each result
+(``_json_copy_fast``: the value itself, a handler's row as a plain dict), without the
+alarm that stops a handler at its trial's deadline (``_arm``), without either, and with
+every handler replaced by one that returns ``null`` at once (a second load of the domain,
+so that its reference worlds are made by those handlers too: the trial then reads,
+copies and writes nothing of a handler's and passes). Each is alternated round by round
+with bench_world's declarative retail trial. Printed: each one's trial (median), over
+bench_world's trial (median of the rounds' ratios), over the trial as it is, and how many
+verdicts differ from the trials as they are (without the copy, results share the world's
+rows and what changes them later changes the world). "handlers return null" is the cost
+of a trial of these tasks outside the handlers: the engine's per call (arguments, rules,
+the call log, the user's turns, the grading), which no implementation of the contract can
+cut. A last row times τ-bench's own tool functions (``tau_bench.envs.retail.tools``,
+imported from ENV's repository as ``bench_tau_agreement.py`` imports it) making each
+task's calls on τ-bench's data: the work of the same calls with no engine and nothing
+copied (each tool returns ``json.dumps`` of what it read), so that the handlers' share can
+be set against the work itself. The data is parsed once a round and the tasks run on it
+one after another, each one's changes left for the next (a few later calls then find an
+order no longer pending and return at once): on data parsed afresh for each task, the
+same calls take three times as long, in the CPU's caches after the parse, not in the
+tools (``calculate``, which reads no data, takes 17 µs a call on the round's data and 72 µs
+as the first call after a parse).
+
+    python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
+    python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
     python benchmarks/bench_handlers.py --tau-bench ENV --against DIR [--rounds 20]
+    python benchmarks/bench_handlers.py --tau-bench ENV --floor [--rounds 15]
 """
 
 from __future__ import annotations
@@ -404,6 +432,115 @@ def against(env: Path, folder: Path, rounds: int, other: Path) -> None:
           f"bench_world's retail tasks {reps} times), the copies' order alternating")
 
 
+def floor(env: Path, folder: Path, rounds: int) -> None:
+    """The imported trials with the contract's result copy, its alarm, or its handlers
+    switched off, against bench_world's declarative retail trial."""
+    from pytest_sandtable.cli import main as cli
+    from pytest_sandtable.engine import handlers
+    from pytest_sandtable.engine.api import ToolResult
+    from pytest_sandtable.engine.trial import arun_trial
+
+    out = folder / "tau-retail-imported"
+    with contextlib.redirect_stdout(io.StringIO()):
+        if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
+            raise SystemExit(f"could not import {env}")
+    tau, free = st.load_domain(out / "sandtable.yaml"), st.load_domain(out / "sandtable.yaml")
+    if free is tau:
+        raise SystemExit("load_domain gave the same domain twice: the free handlers' reference worlds would be shared")
+    world_text, _ = retail_text(env / "data")
+    world = load(world_text, folder, "tau-world")[0]
+    one = _runner(st, arun_trial)
+    copy_fn, arm_fn, run_fn = handlers._json_copy_fast, handlers._arm, handlers.run_handler
+
+    def no_copy(value: Any) -> Any:
+        return dict(value) if isinstance(value, dict) else value
+
+    def no_arm(state: Any, thread: int) -> None:
+        state._alarm = ()  # as _arm marks a trial it has tried
+
+    def free_handler(tool: Any, args: Any, w: Any, state: Any, index: int) -> Any:
+        return ToolResult(True, value=None)
+
+    modes: dict[str, tuple[Any, Any, Any, Any]] = {
+        "as imported": (tau, copy_fn, arm_fn, run_fn),
+        "no result copy": (tau, no_copy, arm_fn, run_fn),
+        "no alarm": (tau, copy_fn, no_arm, run_fn),
+        "neither": (tau, no_copy, no_arm, run_fn),
+        "handlers return null": (free, copy_fn, arm_fn, free_handler),
+    }
+
+    def use(mode: str) -> Any:
+        domain, handlers._json_copy_fast, handlers._arm, handlers.run_handler = modes[mode]
+        return domain
+
+    try:
+        base = [one(use("as imported"), t, 1).verdict for t in tau.tasks]  # warm: imports, indexes, references
+        differ = {}
+        for mode in modes:
+            domain = use(mode)
+            differ[mode] = sum(one(domain, t, 1).verdict != v for t, v in zip(domain.tasks, base, strict=True))
+        for t in world.tasks:
+            one(world, t, 1)
+        calls = statistics.fmean(len(one(use("as imported"), t, 1).calls) for t in tau.tasks)
+        reps = 20
+        samples: dict[str, list[float]] = {mode: [] for mode in modes}
+        world_samples: list[float] = []
+        order = list(modes)
+        for r in range(rounds):
+            for mode in order if r % 2 == 0 else order[::-1]:
+                domain = use(mode)
+                c0 = time.process_time()
+                for t in domain.tasks:
+                    one(domain, t, 1 + r % 3)
+                samples[mode].append((time.process_time() - c0) / len(domain.tasks))
+            use("as imported")
+            c0 = time.process_time()
+            for i in range(reps):
+                for t in world.tasks:
+                    one(world, t, 1 + i % 3)
+            world_samples.append((time.process_time() - c0) / (reps * len(world.tasks)))
+    finally:
+        use("as imported")
+    print(f"τ-bench retail imported ({len(tau.tasks)} tasks, {calls:.2f} calls a trial) with parts of the handler "
+          "contract switched off, against bench_world's declarative retail trial")
+    print(f"  {'':<24}{'trial ms':>10}{'/ bench_world':>15}{'/ as imported':>15}{'verdicts changed':>18}")
+    for mode in modes:
+        over_world = [a / b for a, b in zip(samples[mode], world_samples, strict=True)]
+        over_base = [a / b for a, b in zip(samples[mode], samples["as imported"], strict=True)]
+        print(f"  {mode:<24}{ms(statistics.median(samples[mode])):>10}{statistics.median(over_world):>15.2f}"
+              f"{statistics.median(over_base):>15.3f}{differ[mode]:>18}")
+    print(f"  {'bench_world retail':<24}{ms(statistics.median(world_samples)):>10}")
+    bare = _tau_tools_alone(env, max(3, rounds // 3))
+    print(f"  {'τ-bench tools alone':<24}{ms(bare):>10}{bare / statistics.median(world_samples):>15.2f}"
+          f"{bare / statistics.median(samples['as imported']):>15.3f}")
+    print(f"  CPU time, {rounds} rounds (each: the {len(tau.tasks)} tasks once in every mode, the modes' order "
+          f"alternating, then bench_world's {len(world.tasks)} tasks {reps} times); ratios are medians of the "
+          "rounds' ratios")
+
+
+def _tau_tools_alone(env: Path, rounds: int) -> float:
+    """The median over ``rounds`` of τ-bench's own tools' CPU time per task, every task's
+    actions invoked in τ-bench's order on one copy of its data a round."""
+    from bench_tau_agreement import TauOracle
+
+    oracle = TauOracle(env.parents[2], env.name)
+    tools = {t.get_info()["function"]["name"]: t for t in oracle.tools}
+    times = []
+    for _ in range(rounds):
+        spent = 0.0
+        data = oracle.load_data()
+        for task in oracle.tasks:
+            c0 = time.process_time()
+            for action in task.actions:
+                try:
+                    tools[action.name].invoke(data=data, **action.kwargs)
+                except Exception:  # τ-bench's env turns a tool's raise into "Error: ..." too
+                    pass
+            spent += time.process_time() - c0
+        times.append(spent / len(oracle.tasks))
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--small", type=int, default=100, help="orders of the small handler domain")
@@ -414,11 +551,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15, help="with --tau-bench: alternating rounds")
     ap.add_argument("--against", type=Path, metavar="DIR",
                     help="with --tau-bench: a folder holding another copy of pytest_sandtable to run beside this one")
+    ap.add_argument("--floor", action="store_true",
+                    help="with --tau-bench: the trials with the contract's result copy, alarm or handlers switched off")
     args = ap.parse_args()
     print(f"pytest-sandtable {st.__version__}, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "bench_retail_handlers.py").write_text(HANDLERS, encoding="utf-8")
+        if args.tau_bench and args.floor:
+            floor(args.tau_bench, folder, args.rounds)
+            return
         if args.tau_bench and args.against:
             against(args.tau_bench, folder, args.rounds, args.against)
             return
