@@ -43,32 +43,42 @@ processes' medians do not. Printed: each copy's imported trial and bench_world's
 trial (medians), their ratio, and this copy's imported trial over the other's (the median
 of the rounds' ratios, with the least and the greatest).
 
-    python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
-    python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
 With ``--tau-bench ENV --floor``, it times the imported trials as they are and with parts of
 the handler contract switched off in this process (the benchmark replaces the engine's
-functions; nothing of it is an option of the product): without the copy of each result
-(``_json_copy_fast``: the value itself, a handler's row as a plain dict), without the
-alarm that stops a handler at its trial's deadline (``_arm``), without either, and with
-every handler replaced by one that returns ``null`` at once (a second load of the domain,
-so that its reference worlds are made by those handlers too: the trial then reads,
-copies and writes nothing of a handler's and passes). Each is alternated round by round
-with bench_world's declarative retail trial. Printed: each one's trial (median), over
-bench_world's trial (median of the rounds' ratios), over the trial as it is, and how many
-verdicts differ from the trials as they are (without the copy, results share the world's
-rows and what changes them later changes the world). "handlers return null" is the cost
-of a trial of these tasks outside the handlers: the engine's per call (arguments, rules,
-the call log, the user's turns, the grading), which no implementation of the contract can
-cut. A last row times τ-bench's own tool functions (``tau_bench.envs.retail.tools``,
-imported from ENV's repository as ``bench_tau_agreement.py`` imports it) making each
-task's calls on τ-bench's data: the work of the same calls with no engine and nothing
-copied (each tool returns ``json.dumps`` of what it read), so that the handlers' share can
-be set against the work itself. The data is parsed once a round and the tasks run on it
-one after another, each one's changes left for the next (a few later calls then find an
-order no longer pending and return at once): on data parsed afresh for each task, the
-same calls take three times as long, in the CPU's caches after the parse, not in the
-tools (``calculate``, which reads no data, takes 17 µs a call on the round's data and 72 µs
-as the first call after a parse).
+functions; nothing of it is an option of the product):
+
+- "no result copy": each result is the value itself (a handler's row as a plain dict),
+  not ``_json_copy_fast``'s copy;
+- "no alarm": ``_arm`` sets no SIGALRM for the trial's deadline;
+- "neither": both;
+- "no copy at all": both, and a handler reads the world's own rows and lists (``_lazy``,
+  ``_private``, ``_rows_for`` give them as they are) and writes what it holds. The
+  handlers then change the seed's rows in place, so the domain is loaded again each round
+  and its tasks run once untimed (its reference worlds made), and its verdicts mean
+  nothing: this is the trial with no isolation at all;
+- "handlers return null": every handler replaced by one that returns ``null`` at once (a
+  second load of the domain, whose reference worlds those handlers make too: its trials
+  read, copy and write nothing of a handler's, and pass). That is the cost of a trial of
+  these tasks outside the handlers: the engine's per call (arguments, rules, the call
+  log, the user's turns, the grading), which no implementation of the contract can cut.
+
+Each round runs every mode's 115 trials (the modes' order alternating), bench_world's
+declarative retail tasks 20 times, and then τ-bench's own tool functions
+(``tau_bench.envs.retail.tools``, imported from ENV's repository as
+``bench_tau_agreement.py`` imports it) making each task's calls on τ-bench's data: the
+work of the same calls as τ-bench does it, with no engine and nothing copied (each tool
+returns ``json.dumps`` of what it read; its user lookups read all 500 users, where the
+imported templates use the world's index). The data is parsed once a round (not timed)
+and the tasks run on it one after another, each one's changes left for the next (a few
+later calls then find an order no longer pending and return at once): on data parsed
+afresh for each task the same calls take three times as long, in the CPU's caches after
+the parse, not in the tools (``calculate``, which reads no data, took 17 µs a call on the
+round's data and 72 µs as the first call after a parse). Printed: each one's trial
+(median), over bench_world's trial and over the trial as imported (medians of the
+rounds' ratios), how many verdicts differ from the trials as imported (without the result
+copy, results share the world's rows and what changes them later changes the world), and
+what "handlers return null" plus τ-bench's tools alone come to, with what that leaves a
+call within 2x of bench_world's trial.
 
     python benchmarks/bench_handlers.py [--small 100] [--big 100000] [--reps 200] [--tau-retail DIR]
     python benchmarks/bench_handlers.py --tau-bench ENV [--rounds 15]
@@ -444,13 +454,15 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
             raise SystemExit(f"could not import {env}")
-    tau, free = st.load_domain(out / "sandtable.yaml"), st.load_domain(out / "sandtable.yaml")
+    path = out / "sandtable.yaml"
+    tau, free = st.load_domain(path), st.load_domain(path)
     if free is tau:
         raise SystemExit("load_domain gave the same domain twice: the free handlers' reference worlds would be shared")
     world_text, _ = retail_text(env / "data")
     world = load(world_text, folder, "tau-world")[0]
     one = _runner(st, arun_trial)
-    copy_fn, arm_fn, run_fn = handlers._json_copy_fast, handlers._arm, handlers.run_handler
+    names = ("_json_copy_fast", "_arm", "run_handler", "_lazy", "_private", "_rows_for")
+    engine = {name: getattr(handlers, name) for name in names}
 
     def no_copy(value: Any) -> Any:
         return dict(value) if isinstance(value, dict) else value
@@ -461,16 +473,30 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
     def free_handler(tool: Any, args: Any, w: Any, state: Any, index: int) -> Any:
         return ToolResult(True, value=None)
 
-    modes: dict[str, tuple[Any, Any, Any, Any]] = {
-        "as imported": (tau, copy_fn, arm_fn, run_fn),
-        "no result copy": (tau, no_copy, arm_fn, run_fn),
-        "no alarm": (tau, copy_fn, no_arm, run_fn),
-        "neither": (tau, no_copy, no_arm, run_fn),
-        "handlers return null": (free, copy_fn, arm_fn, free_handler),
+    def same(value: Any) -> Any:
+        return value
+
+    # each mode: its domain (a function giving a new one each round, for a mode that changes
+    # the seed's own rows) and the engine's functions it replaces
+    modes: dict[str, tuple[Any, dict[str, Any]]] = {
+        "as imported": (tau, {}),
+        "no result copy": (tau, {"_json_copy_fast": no_copy}),
+        "no alarm": (tau, {"_arm": no_arm}),
+        "neither": (tau, {"_json_copy_fast": no_copy, "_arm": no_arm}),
+        "no copy at all": (lambda: st.load_domain(path),
+                           {"_json_copy_fast": no_copy, "_arm": no_arm, "_lazy": same, "_private": same,
+                            "_rows_for": same}),
+        "handlers return null": (free, {"run_handler": free_handler}),
     }
 
     def use(mode: str) -> Any:
-        domain, handlers._json_copy_fast, handlers._arm, handlers.run_handler = modes[mode]
+        domain, patches = modes[mode]
+        for name in names:
+            setattr(handlers, name, patches.get(name, engine[name]))
+        if callable(domain):  # a new domain, its reference worlds made (and its seed changed) untimed
+            domain = domain()
+            for t in domain.tasks:
+                one(domain, t, 1)
         return domain
 
     try:
@@ -482,9 +508,12 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
         for t in world.tasks:
             one(world, t, 1)
         calls = statistics.fmean(len(one(use("as imported"), t, 1).calls) for t in tau.tasks)
+        tau_alone = _tau_tools_alone(env)
+        tau_alone()
         reps = 20
         samples: dict[str, list[float]] = {mode: [] for mode in modes}
         world_samples: list[float] = []
+        alone_samples: list[float] = []
         order = list(modes)
         for r in range(rounds):
             for mode in order if r % 2 == 0 else order[::-1]:
@@ -499,6 +528,7 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
                 for t in world.tasks:
                     one(world, t, 1 + i % 3)
             world_samples.append((time.process_time() - c0) / (reps * len(world.tasks)))
+            alone_samples.append(tau_alone())
     finally:
         use("as imported")
     print(f"τ-bench retail imported ({len(tau.tasks)} tasks, {calls:.2f} calls a trial) with parts of the handler "
@@ -509,24 +539,32 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
         over_base = [a / b for a, b in zip(samples[mode], samples["as imported"], strict=True)]
         print(f"  {mode:<24}{ms(statistics.median(samples[mode])):>10}{statistics.median(over_world):>15.2f}"
               f"{statistics.median(over_base):>15.3f}{differ[mode]:>18}")
-    print(f"  {'bench_world retail':<24}{ms(statistics.median(world_samples)):>10}")
-    bare = _tau_tools_alone(env, max(3, rounds // 3))
-    print(f"  {'τ-bench tools alone':<24}{ms(bare):>10}{bare / statistics.median(world_samples):>15.2f}"
-          f"{bare / statistics.median(samples['as imported']):>15.3f}")
+    world_ms = statistics.median(world_samples)
+    print(f"  {'bench_world retail':<24}{ms(world_ms):>10}")
+    over_world = [a / b for a, b in zip(alone_samples, world_samples, strict=True)]
+    over_base = [a / b for a, b in zip(alone_samples, samples["as imported"], strict=True)]
+    print(f"  {'τ-bench tools alone':<24}{ms(statistics.median(alone_samples)):>10}"
+          f"{statistics.median(over_world):>15.2f}{statistics.median(over_base):>15.3f}")
+    least = [(a + b) / w for a, b, w in zip(samples["handlers return null"], alone_samples, world_samples, strict=True)]
+    budget = [(2 - x) * w / calls for x, w in zip(least, world_samples, strict=True)]
+    print(f"  handlers return null + τ-bench tools alone (the engine's part and the calls' own work): "
+          f"{statistics.median(least):.2f}x bench_world; within 2x, that leaves the contract (its copies, "
+          f"savepoints, alarm, handle) and what its results add (the log, the grading) "
+          f"{statistics.median(budget) * 1e6:.1f} µs a call (medians of the rounds')")
     print(f"  CPU time, {rounds} rounds (each: the {len(tau.tasks)} tasks once in every mode, the modes' order "
-          f"alternating, then bench_world's {len(world.tasks)} tasks {reps} times); ratios are medians of the "
-          "rounds' ratios")
+          f"alternating, then bench_world's {len(world.tasks)} tasks {reps} times, then τ-bench's tools); ratios "
+          "are medians of the rounds' ratios")
 
 
-def _tau_tools_alone(env: Path, rounds: int) -> float:
-    """The median over ``rounds`` of τ-bench's own tools' CPU time per task, every task's
-    actions invoked in τ-bench's order on one copy of its data a round."""
+def _tau_tools_alone(env: Path) -> Any:
+    """``run()``: τ-bench's own tools' CPU time per task, every task's actions invoked in
+    τ-bench's order on one copy of its data (parsed first, not timed)."""
     from bench_tau_agreement import TauOracle
 
     oracle = TauOracle(env.parents[2], env.name)
     tools = {t.get_info()["function"]["name"]: t for t in oracle.tools}
-    times = []
-    for _ in range(rounds):
+
+    def run() -> float:
         spent = 0.0
         data = oracle.load_data()
         for task in oracle.tasks:
@@ -537,8 +575,9 @@ def _tau_tools_alone(env: Path, rounds: int) -> float:
                 except Exception:  # τ-bench's env turns a tool's raise into "Error: ..." too
                     pass
             spent += time.process_time() - c0
-        times.append(spent / len(oracle.tasks))
-    return statistics.median(times)
+        return spent / len(oracle.tasks)
+
+    return run
 
 
 def main() -> None:
