@@ -48,11 +48,12 @@ the handler contract switched off in this process (the benchmark replaces the en
 functions; nothing of it is an option of the product):
 
 - "no result copy": each result is the value itself (a handler's row as a plain dict),
-  not ``_json_copy_fast``'s copy;
+  not ``_json_copy_fast``'s copy (what a handler writes is still copied);
 - "no alarm": ``_arm`` sets no SIGALRM for the trial's deadline;
 - "neither": both;
-- "no copy at all": both, and a handler reads the world's own rows and lists (``_lazy``,
-  ``_private``, ``_rows_for`` give them as they are) and writes what it holds. The
+- "no copy at all": no alarm, no result copy, and a handler reads the world's own rows
+  and lists (``_lazy``, ``_private``, ``_rows_for`` give them as they are) and the world
+  keeps what it writes (``_written`` copies nothing). The
   handlers then change the seed's rows in place, so the domain is loaded again each round
   and its tasks run once untimed (its reference worlds made), and its verdicts mean
   nothing: this is the trial with no isolation at all;
@@ -461,11 +462,18 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
     world_text, _ = retail_text(env / "data")
     world = load(world_text, folder, "tau-world")[0]
     one = _runner(st, arun_trial)
-    names = ("_json_copy_fast", "_arm", "run_handler", "_lazy", "_private", "_rows_for")
+    names = ("_json_copy_fast", "_written", "_arm", "run_handler", "_lazy", "_private", "_rows_for")
     engine = {name: getattr(handlers, name) for name in names}
 
     def no_copy(value: Any) -> Any:
         return dict(value) if isinstance(value, dict) else value
+
+    def copied_writes(values: Any, call: str, arg: str) -> Any:  # writes still copied, as the engine copies them
+        handlers._json_copy_fast = engine["_json_copy_fast"]
+        try:
+            return engine["_written"](values, call, arg)
+        finally:
+            handlers._json_copy_fast = no_copy
 
     def no_arm(state: Any, thread: int) -> None:
         state._alarm = ()  # as _arm marks a trial it has tried
@@ -480,9 +488,9 @@ def floor(env: Path, folder: Path, rounds: int) -> None:
     # the seed's own rows) and the engine's functions it replaces
     modes: dict[str, tuple[Any, dict[str, Any]]] = {
         "as imported": (tau, {}),
-        "no result copy": (tau, {"_json_copy_fast": no_copy}),
+        "no result copy": (tau, {"_json_copy_fast": no_copy, "_written": copied_writes}),
         "no alarm": (tau, {"_arm": no_arm}),
-        "neither": (tau, {"_json_copy_fast": no_copy, "_arm": no_arm}),
+        "neither": (tau, {"_json_copy_fast": no_copy, "_written": copied_writes, "_arm": no_arm}),
         "no copy at all": (lambda: st.load_domain(path),
                            {"_json_copy_fast": no_copy, "_arm": no_arm, "_lazy": same, "_private": same,
                             "_rows_for": same}),
