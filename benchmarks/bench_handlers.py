@@ -601,6 +601,10 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true",
                     help="with --tau-bench: the trials with the contract's result copy, alarm or handlers switched off")
     args = ap.parse_args()
+    if (args.floor or args.against) and not args.tau_bench:
+        ap.error(f"{'--floor' if args.floor else '--against'} needs --tau-bench ENV")
+    if args.floor and args.against:
+        ap.error("--floor and --against are two modes: give one")
     print(f"pytest-sandtable {st.__version__}, Python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
