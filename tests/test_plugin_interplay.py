@@ -197,6 +197,42 @@ def test_pytest_timeout_fails_a_hung_agent_naming_its_turn(project: pytest.Pytes
     assert [c["detail"] for c in trial["checks"] if c["kind"] == "runtime"] == [f"{HUNG} (turn 1)"]
 
 
+def test_pytest_timeouts_deadline_counts_from_the_items_start_not_the_trials(
+        project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-timeout's timer starts with the item, before its fixtures. A second spent
+    setting up the agent used to leave the trial its whole 1.5 s after that, so
+    pytest-timeout's 2 s came first: errored, "not graded". Now the trial's deadline is
+    the item's start plus 1.5 s: failed, turn named, with the same words."""
+    monkeypatch.setenv("HANG", "6")
+    conftest = project.path / "conftest.py"
+    conftest.write_text(conftest.read_text(encoding="utf-8") + textwrap.dedent("""
+        import time
+
+
+        @pytest.fixture(scope="session")
+        def sandtable_agent():
+            time.sleep(1.0)
+            return agent
+    """), encoding="utf-8")
+    result = project.runpytest(*PLUGIN_ARGS, "--timeout=2")
+    assert result.ret == 1
+    result.assert_outcomes(failed=1)
+    assert "Timeout" not in result.stdout.str()
+    (trial,) = only_results(project.path)["trials"]
+    assert trial["verdict"] == "failed"
+    assert [c["detail"] for c in trial["checks"] if c["kind"] == "runtime"] == [f"{HUNG} (turn 1)"]
+    assert 0.35 < trial["duration"] < 0.9  # the 0.5 s left of 1.5 s, not 1.5 s
+
+
+def test_the_trials_deadline_is_what_is_left_of_pytest_timeouts_less_the_margin() -> None:
+    from pytest_sandtable.plugin.interplay import ItemTimeout, trial_deadline
+
+    assert trial_deadline(ItemTimeout(2.0), 100.0) == (1.5, 1.5)  # no start known: the whole of it
+    assert trial_deadline(ItemTimeout(2.0, 100.0), 100.3) == (1.5, 1.2)
+    assert trial_deadline(ItemTimeout(300.0, 100.0), 101.0) == (295.0, 294.0)  # a margin of at most 5 s
+    assert trial_deadline(ItemTimeout(2.0, 100.0), 102.5) == (1.5, 0.001)  # setup took it all
+
+
 def test_pytest_timeouts_thread_method_keeps_the_artefacts(project: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Its thread method used to kill the process: no summary, no results.json."""

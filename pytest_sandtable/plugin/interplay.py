@@ -11,8 +11,10 @@ from ``pytest_configure``; it imports nothing but the standard library and pytes
   so it never repeats them: one line says so.
 - **pytest-timeout's timeout** (its ``timeout`` marker, else ``--timeout``,
   ``PYTEST_TIMEOUT`` or the ini value, as pytest-timeout resolves them) makes the
-  trial's own deadline a little shorter (:func:`within_timeout`), so the
-  engine stops a hung agent first and the trial fails as at ``--sandtable-trial-timeout``.
+  trial's own deadline a little shorter (:func:`within_timeout`), and counted from
+  where pytest-timeout's is, the item's start (not the trial's, which comes after its
+  fixtures), so the engine stops a hung agent first and the trial fails as at
+  ``--sandtable-trial-timeout``.
 - **allure-pytest** times a test from the start to the end of its call phase; a trial
   runs in setup, so the start of its allure result is moved back by the trial's duration.
 - **The run id** in every ``trial_id`` is made once, on the xdist controller (or the
@@ -22,7 +24,8 @@ from ``pytest_configure``; it imports nothing but the standard library and pytes
 from __future__ import annotations
 
 import secrets
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -63,10 +66,30 @@ def within_timeout(seconds: float) -> float:
     return round(max(seconds - margin, seconds / 2), 3)
 
 
-def item_timeout(item: Any) -> float | None:
+class ItemTimeout(NamedTuple):
+    """pytest-timeout's timeout of an item, ``seconds``, and ``started``: when its timer
+    was set (``time.monotonic()``, as the item's protocol began), or None where the trial
+    does not run inside the item's protocol (``--sandtable-concurrency``)."""
+
+    seconds: float
+    started: float | None = None
+
+
+def trial_deadline(timeout: ItemTimeout, now: float) -> tuple[float, float]:
+    """The trial's own deadline under pytest-timeout's: what it is said to be
+    (:func:`within_timeout`), and what is left of it at ``now``, the trial's start, once
+    the item's setup since ``started`` is taken off (at least a millisecond)."""
+    said = within_timeout(timeout.seconds)
+    if timeout.started is None:
+        return said, said
+    return said, max(round(said - (now - timeout.started), 3), 0.001)
+
+
+def item_timeout(item: Any, started: float | None = None) -> ItemTimeout | None:
     """pytest-timeout's timeout for this item in seconds, as it resolves it (its
     ``timeout`` marker first, then the run's ``--timeout``, ``PYTEST_TIMEOUT`` or ini
-    value); None without pytest-timeout or without a timeout (0 switches it off)."""
+    value), with ``started`` (:class:`ItemTimeout`); None without pytest-timeout or
+    without a timeout (0 switches it off)."""
     try:
         seconds = item.config._env_timeout  # the run's value, set by pytest-timeout's pytest_configure
     except AttributeError:
@@ -80,7 +103,7 @@ def item_timeout(item: Any) -> float | None:
         seconds = float(seconds) if seconds is not None else None
     except (TypeError, ValueError):  # pytest-timeout reports a bad marker itself
         return None
-    return seconds if seconds is not None and seconds > 0 else None
+    return ItemTimeout(seconds, started) if seconds is not None and seconds > 0 else None
 
 
 def _is_trial(item: Any) -> bool:
@@ -98,8 +121,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """A trial runs once: pytest's own protocol (the one in ``_pytest.runner``), before
     pytest-rerunfailures' would (hook wrappers, pytest-timeout's and xdist's, still wrap
-    it). Other items, or a run without pytest-rerunfailures: None, the next one's turn."""
-    if not _is_trial(item) or not item.config.pluginmanager.has_plugin("rerunfailures"):
+    it). Other items, or a run without pytest-rerunfailures: None, the next one's turn.
+    A trial item is told when its protocol began, which is when pytest-timeout's hook
+    wrapper set its timer (:class:`ItemTimeout`)."""
+    if not _is_trial(item):
+        return None
+    item.sandtable_started = time.monotonic()  # type: ignore[attr-defined]
+    if not item.config.pluginmanager.has_plugin("rerunfailures"):
         return None
     from _pytest.runner import runtestprotocol
 

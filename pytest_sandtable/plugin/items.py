@@ -271,7 +271,7 @@ class TrialItem(pytest.Function):
                     self.add_report_section("call", name, text)
         else:
             result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self),
-                                pytest_timeout=item_timeout(self))
+                                pytest_timeout=item_timeout(self, getattr(self, "sandtable_started", None)))
         if st.baseline_results:  # --sandtable-baseline-agent: its trial of the same seed
             from .adaptive import baseline_side
 

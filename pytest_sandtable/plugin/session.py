@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from itertools import islice
@@ -26,7 +27,7 @@ from ..engine.redact import public_spec
 from ..engine.results import ERRORED, TrialResult
 from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
 from .config import REFERENCE_NOTICE, RUN_STATE, RunConfig, is_xdist_worker
-from .interplay import item_timeout, run_id, within_timeout
+from .interplay import ItemTimeout, item_timeout, run_id, trial_deadline
 from .pool import TrialPool, pending_items, worker_keeps
 
 if TYPE_CHECKING:
@@ -239,7 +240,7 @@ class RunState:
 
     def run_now(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, *, location: str = "",
-        pytest_timeout: float | None = None,
+        pytest_timeout: ItemTimeout | None = None,
     ) -> TrialResult:
         """Run one trial now (concurrency 1). Whatever escapes running it makes it an
         errored trial (see :meth:`escaped`), except Ctrl-C, which stops the run.
@@ -283,7 +284,7 @@ class RunState:
 
     def _trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
-        pytest_timeout: float | None = None,
+        pytest_timeout: ItemTimeout | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
         if self.recording is not None:
             coro = self._recorded(domain, task, trial, agent, user, location, pytest_timeout)
@@ -296,7 +297,7 @@ class RunState:
 
     async def _paired(
         self, candidate: Coroutine[Any, Any, TrialResult], domain: Domain, task: Task, trial: int, base: Any,
-        user: Any, location: str, pytest_timeout: float | None,
+        user: Any, location: str, pytest_timeout: ItemTimeout | None,
     ) -> TrialResult:
         """--sandtable-baseline-agent: the candidate's trial, then the baseline agent's trial of
         the same task and trial number, so the same trial seed (a fresh world, the same user
@@ -314,7 +315,7 @@ class RunState:
 
     async def _recorded(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
-        pytest_timeout: float | None,
+        pytest_timeout: ItemTimeout | None,
     ) -> TrialResult:
         """A trial with --sandtable-record: its model calls go through its tape (replayed or
         recorded, docs/recording.md), its exchanges are written when it ends. A recording
@@ -347,15 +348,15 @@ class RunState:
 
     def _live_trial(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
-        pytest_timeout: float | None = None, tape: Tape | None = None,
+        pytest_timeout: ItemTimeout | None = None, tape: Tape | None = None,
     ) -> Coroutine[Any, Any, TrialResult]:
         """The trial's coroutine. Its deadline is --sandtable-trial-timeout, or a little less
         than pytest-timeout's timeout of the item when that comes first
-        (``interplay.within_timeout``): the engine then stops a hung agent and fails
-        the trial before pytest-timeout would stop the item (or, with its thread method,
-        the whole process)."""
+        (``interplay.trial_deadline``: counted from the item's start, as pytest-timeout's
+        is): the engine then stops a hung agent and fails the trial before pytest-timeout
+        would stop the item (or, with its thread method, the whole process)."""
         trial_timeout = self.run.trial_timeout
-        own = within_timeout(pytest_timeout) if pytest_timeout is not None else None
+        said, own = trial_deadline(pytest_timeout, time.monotonic()) if pytest_timeout is not None else (None, None)
         if own is not None and (trial_timeout is None or own < trial_timeout):
             trial_timeout = own
         else:
@@ -378,8 +379,8 @@ class RunState:
             coro = arun_trial(*args, **kwargs)
         if own is None:
             return coro
-        assert pytest_timeout is not None  # own comes from it
-        return _named_timeout(coro, own, pytest_timeout)
+        assert pytest_timeout is not None and said is not None  # own comes from it
+        return _named_timeout(coro, own, said, pytest_timeout.seconds)
 
     def trial_id(self, domain: Domain, task: Task, trial: int, location: str) -> str:
         """``<domain file>::<task>/<trial>@<run id>``, and ``.<n>`` after it for the n-th start of
@@ -549,7 +550,7 @@ class RunState:
 
     async def _settled(
         self, domain: Domain, task: Task, trial: int, agent: Any, user: Any, location: str,
-        pytest_timeout: float | None = None,
+        pytest_timeout: ItemTimeout | None = None,
     ) -> TrialResult:
         """A trial on the pool's loop, whatever escapes it made an errored result there: a
         KeyboardInterrupt or SystemExit would stop the loop for every trial in flight. (On
@@ -659,14 +660,17 @@ def ungraded_trial(
 
 
 async def _named_timeout(
-    trial: Coroutine[Any, Any, TrialResult], seconds: float, pytest_timeout: float
+    trial: Coroutine[Any, Any, TrialResult], seconds: float, deadline: float, pytest_timeout: float
 ) -> TrialResult:
     """The trial, its timeout message saying where the deadline came from: the engine
-    writes "the trial timeout of 1.5s"; the trial's deadline was pytest-timeout's, less a margin."""
+    writes "the trial timeout of 1.2s" (``seconds``, what was left of ``deadline`` when the
+    trial began); the trial's deadline was pytest-timeout's, less a margin, from the item's
+    start: "the trial timeout of 1.5s, pytest-timeout's 2s less 0.5s to grade the trial"."""
     result = await trial
     said = f"the trial timeout of {format_value(seconds)}s"
-    margin = format_value(round(pytest_timeout - seconds, 3))
-    told = f"{said}, pytest-timeout's {format_value(pytest_timeout)}s less {margin}s to grade the trial"
+    margin = format_value(round(pytest_timeout - deadline, 3))
+    told = (f"the trial timeout of {format_value(deadline)}s, pytest-timeout's {format_value(pytest_timeout)}s "
+            f"less {margin}s to grade the trial")
     if result.error and said in result.error:
         result.error = result.error.replace(said, told)
     for check in result.checks:
