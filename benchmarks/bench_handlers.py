@@ -299,16 +299,22 @@ def _runner(pkg: Any, arun_trial: Any) -> Any:
     return one
 
 
-def imported(env: Path, folder: Path, rounds: int) -> None:
-    """τ-bench's retail env as imported (Python handlers) against the declarative forms."""
+def _import_env(env: Path, folder: Path) -> Path:
+    """ENV imported by this copy's importer into ``folder``: its ``sandtable.yaml``."""
     from pytest_sandtable.cli import main as cli
-    from pytest_sandtable.engine.trial import arun_trial
 
     out = folder / "tau-retail-imported"
     with contextlib.redirect_stdout(io.StringIO()):
         if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
             raise SystemExit(f"could not import {env}")
-    tau = st.load_domain(out / "sandtable.yaml")
+    return out / "sandtable.yaml"
+
+
+def imported(env: Path, folder: Path, rounds: int) -> None:
+    """τ-bench's retail env as imported (Python handlers) against the declarative forms."""
+    from pytest_sandtable.engine.trial import arun_trial
+
+    tau = st.load_domain(_import_env(env, folder))
     declarative = load(domain_text("declarative", DECLARATIVE_TOOLS, tau_world(env / "data")), folder, "tau-decl")[0]
     # the issue's own baseline: bench_world's declarative domain over the same data (three
     # tasks of 4, 2 and 1 calls, a `before` rule and a never_disclose rule over the emails)
@@ -446,16 +452,11 @@ def against(env: Path, folder: Path, rounds: int, other: Path) -> None:
 def floor(env: Path, folder: Path, rounds: int) -> None:
     """The imported trials with the contract's result copy, its alarm, or its handlers
     switched off, against bench_world's declarative retail trial."""
-    from pytest_sandtable.cli import main as cli
     from pytest_sandtable.engine import handlers
     from pytest_sandtable.engine.api import ToolResult
     from pytest_sandtable.engine.trial import arun_trial
 
-    out = folder / "tau-retail-imported"
-    with contextlib.redirect_stdout(io.StringIO()):
-        if cli(["import", "tau-bench", str(env), "-o", str(out)]) != 0:
-            raise SystemExit(f"could not import {env}")
-    path = out / "sandtable.yaml"
+    path = _import_env(env, folder)
     tau, free = st.load_domain(path), st.load_domain(path)
     if free is tau:
         raise SystemExit("load_domain gave the same domain twice: the free handlers' reference worlds would be shared")

@@ -212,6 +212,8 @@ class TrialItem(pytest.Function):
         self.sandtable_result: tuple[str, TrialResult] | None = None
         # --sandtable-baseline-agent: the baseline agent's trial of the same seed (plugin.adaptive.baseline_side)
         self.sandtable_baseline: dict[str, Any] | None = None
+        # when its protocol began, pytest-timeout's timer with it (plugin.interplay.ItemTimeout)
+        self.sandtable_started: float | None = None
         self.skip_reason = ""  # why the trial is skipped, if it is (it never runs)
 
     def skip_if_silent(self, st: RunState) -> None:
@@ -271,7 +273,7 @@ class TrialItem(pytest.Function):
                     self.add_report_section("call", name, text)
         else:
             result = st.run_now(self.domain, self.task, self.trial, agent, user, location=trial_location(self),
-                                pytest_timeout=item_timeout(self, getattr(self, "sandtable_started", None)))
+                                pytest_timeout=item_timeout(self, self.sandtable_started))
         if st.baseline_results:  # --sandtable-baseline-agent: its trial of the same seed
             from .adaptive import baseline_side
 
