@@ -170,7 +170,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folder = root / "domain"
-        shutil.copytree(ns.domain_dir, folder, ignore=shutil.ignore_patterns(".sandtable", ".pytest_cache", "__pycache__"))
+        skipped = shutil.ignore_patterns(".sandtable", ".pytest_cache", "__pycache__")
+        shutil.copytree(ns.domain_dir, folder, ignore=skipped)
         plugin_dir = root / "plugin"
         plugin_dir.mkdir()
         (plugin_dir / "bench_phases.py").write_text(PLUGIN)
@@ -184,8 +185,8 @@ def main() -> None:
                 shutil.rmtree(folder / ".pytest_cache", ignore_errors=True)
             r = _run(ns.python, folder, args, env, out)
             rows.append(r)
-            print(f"run {i + 1}: " + "  ".join(f"{p} {r[p][0] * 1000:.0f}/{r[p][1] * 1000:.0f}" for p in (*PHASES, "whole"))
-                  + f"   ({r['_line']})")
+            shown = "  ".join(f"{p} {r[p][0] * 1000:.0f}/{r[p][1] * 1000:.0f}" for p in (*PHASES, "whole"))
+            print(f"run {i + 1} (wall/CPU ms): {shown}   ({r['_line']})")
         count, imp = _imports(ns.python, folder, args, env, out)
     print(f"\n{ns.domain_dir.name}, k = {ns.k}, {ns.repeat} runs, {'cold' if ns.cold else 'warm'} domain cache;"
           f" PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}")

@@ -187,6 +187,48 @@ def test_the_span_tree_of_a_trial(desk: st.Domain, agent: Any) -> None:
     assert verify.start_time == agent1.start_time and book.end_time == agent2.end_time
 
 
+def _without_ids(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with each trace and span id replaced by its order of first use."""
+    names: dict[str, str] = {}
+
+    def rename(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: names.setdefault(v, f"id{len(names)}") if k in ("traceId", "spanId", "parentSpanId")
+                    else rename(v) for k, v in x.items()}
+        return [rename(v) for v in x] if isinstance(x, list) else x
+
+    return rename(doc)
+
+
+def test_json_mode_writes_the_document_the_sdks_spans_make(desk: st.Domain, agent: Any, tmp_path: Path) -> None:
+    """--sandtable-otel=json makes its spans without the SDK's span objects
+    (export.JsonTracer): the same traces.json the SDK's spans gave, ids aside; a trial
+    with more checks than the SDK keeps events of (128) included, and an empty run."""
+    trials = [st.run_trial(desk, "over-the-ceiling", agent, st.ScriptedUser(), trial=i, k=2).to_dict()
+              for i in (1, 2)]
+    crowded = dict(trials[1], checks=[{"kind": "state", "id": f"c{i}", "passed": i % 2 == 0, "detail": "d"}
+                                      for i in range(140)])
+    for n, batch in enumerate(([], [*trials, crowded])):
+        memory = InMemorySpanExporter()
+        through_sdk = RunTelemetry("json", exporter=memory, agent="desk_otel:agent", user="scripted")
+        direct = RunTelemetry("json", agent="desk_otel:agent", user="scripted")
+        assert direct.json is not None and through_sdk.json is None
+        for i, trial in enumerate(batch):
+            through_sdk.add(trial, 1_780_000_000.0 + i)
+            direct.add(trial, 1_780_000_000.0 + i)
+        (tmp_path / str(n)).mkdir()
+        assert direct.finish(tmp_path / str(n)) == [f"sandtable: telemetry: {len(memory.get_finished_spans())} "
+                                                    f"spans in traces.json"]
+        from pytest_sandtable.telemetry.export import otlp_json
+
+        wanted = json.loads(json.dumps(otlp_json(memory.get_finished_spans())))
+        written = json.loads((tmp_path / str(n) / "traces.json").read_text(encoding="utf-8"))
+        assert _without_ids(written) == _without_ids(wanted)
+    spans = _spans_of(tmp_path / "1" / "traces.json")
+    assert len({s["traceId"] for s in spans}) == 3  # a trace per trial
+    assert max(len(s.get("events", ())) for s in spans) == 128
+
+
 def test_a_secret_in_a_tool_argument_never_reaches_a_span(desk: st.Domain, agent: Any) -> None:
     trial = st.run_trial(desk, "over-the-ceiling", agent, st.ScriptedUser()).to_dict()
     trial["calls"][0]["args"] = {"mc_number": SECRET, "note": "x" * 50_000}

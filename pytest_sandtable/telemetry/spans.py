@@ -109,10 +109,8 @@ def timeline(trial: Mapping[str, Any], ended_ns: int) -> tuple[int, list[Segment
 
 def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: Sequence[str] = ()) -> None:
     """Make the spans of a finished ``trial`` (a trial dict, as results.json holds it) with
-    ``tracer`` (an OpenTelemetry ``Tracer``), ended at ``ended_ns`` ns since the epoch."""
-    from opentelemetry import trace
-    from opentelemetry.trace import Status, StatusCode
-
+    ``tracer`` (an OpenTelemetry ``Tracer``, or ``export.JsonTracer``, which makes the
+    same spans as OTLP/JSON directly), ended at ``ended_ns`` ns since the epoch."""
     text = _Texts(secrets)
     start, segments = timeline(trial, ended_ns)
     verdict = str(trial.get("verdict", ""))
@@ -157,8 +155,8 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
         }), timestamp=ended_ns)
     if verdict != "passed":
         why = trial.get("error") or ", ".join(text.name(c.get("id")) for c in checks if not c.get("passed"))
-        root.set_status(Status(StatusCode.ERROR, text.value(f"{verdict}: {why}" if why else verdict)))
-    context = trace.set_span_in_context(root)
+        _set_error(root, text.value(f"{verdict}: {why}" if why else verdict))
+    context = _context(tracer, root)
     violations = [v for v in trial.get("violations") or [] if isinstance(v, Mapping)]
     calls = trial.get("calls") or []
     for seg in segments:
@@ -181,7 +179,7 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
         for v in violations:  # what the agent said broke a rule: an event of its turn
             if v.get("call") is None and _int(v.get("turn")) == seg.turn:
                 span.add_event("sandtable.rule", _violation(v, text), timestamp=seg.end)
-        turn_context = trace.set_span_in_context(span)
+        turn_context = _context(tracer, span)
         n = len(seg.calls)
         slot = (seg.end - seg.start) / n if n else 0
         for i, index in enumerate(seg.calls):
@@ -216,8 +214,6 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
 
 def _record_call(tracer: Any, context: Any, call: Mapping[str, Any], index: int, start: int, end: int,
                  violations: list[Mapping[str, Any]], events: list[Mapping[str, Any]], text: _Texts) -> None:
-    from opentelemetry.trace import Status, StatusCode
-
     tool = text.name(call.get("tool"))
     ok = bool(call.get("ok"))
     error = _mapping(call.get("error"))
@@ -254,8 +250,29 @@ def _record_call(tracer: Any, context: Any, call: Mapping[str, Any], index: int,
             "sandtable.event.skipped": text.value(e["skipped"]) if e.get("skipped") else None,
         }), timestamp=end)
     if not ok:
-        span.set_status(Status(StatusCode.ERROR, text.value(error.get("message"))))
+        _set_error(span, text.value(error.get("message")))
     span.end(end_time=end)
+
+
+def _context(tracer: Any, span: Any) -> Any:
+    """The context whose current span is ``span``, for its children: the tracer's own
+    (``JsonTracer.context_of``), else OpenTelemetry's."""
+    context_of = getattr(tracer, "context_of", None)
+    if context_of is not None:
+        return context_of(span)
+    from opentelemetry import trace
+
+    return trace.set_span_in_context(span)
+
+
+def _set_error(span: Any, message: str) -> None:
+    set_error = getattr(span, "set_error", None)
+    if set_error is not None:
+        set_error(message)
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, message))
 
 
 def _violation(v: Mapping[str, Any], text: _Texts) -> dict[str, Any]:
@@ -274,13 +291,19 @@ class _Texts:
 
     def __init__(self, secrets: Sequence[str]) -> None:
         self.secrets = secrets
+        self._names: dict[str, str] = {}  # a trial's names recur on most of its spans
 
     def value(self, value: Any, limit: int = VALUE_LIMIT) -> str:
         s = value if isinstance(value, str) else "" if value is None else str(value)
         return safe_text(clip_text(scrub_text(s, self.secrets), limit, self.secrets))
 
     def name(self, value: Any) -> str:
-        return self.value(value, _NAME_LIMIT)
+        if type(value) is not str:
+            return self.value(value, _NAME_LIMIT)
+        made = self._names.get(value)
+        if made is None:
+            made = self._names[value] = self.value(value, _NAME_LIMIT)
+        return made
 
     def json(self, value: Any) -> str:
         try:
