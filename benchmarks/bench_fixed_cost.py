@@ -163,10 +163,9 @@ def main() -> None:
     ns = ap.parse_args()
     if not ns.domain_dir.is_dir():
         sys.exit(f"{ns.domain_dir}: not a folder")
-    if ns.compile:
-        import pytest_sandtable
-
-        subprocess.run([ns.python, "-m", "compileall", "-q", str(Path(pytest_sandtable.__file__).parent)], check=True)
+    if ns.compile:  # the package that --python imports, wherever it is
+        subprocess.run([ns.python, "-c", "import compileall, os, pytest_sandtable; "
+                        "compileall.compile_dir(os.path.dirname(pytest_sandtable.__file__), quiet=1)"], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folder = root / "domain"
