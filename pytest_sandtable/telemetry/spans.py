@@ -113,8 +113,29 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
     same spans as OTLP/JSON directly), ended at ``ended_ns`` ns since the epoch."""
     text = _Texts(secrets)
     start, segments = timeline(trial, ended_ns)
-    verdict = str(trial.get("verdict", ""))
     agent = text.name(trial.get("agent") or "agent")
+    root = _root_span(tracer, trial, start, ended_ns, agent, text)
+    context = _context(tracer, root)
+    violations = [v for v in trial.get("violations") or [] if isinstance(v, Mapping)]
+    for seg in segments:
+        if seg.kind == "user":
+            span = tracer.start_span("sandtable.user_turn", context=context, start_time=seg.start,
+                                     attributes=_attributes({
+                                         "sandtable.turn": seg.turn,
+                                         "sandtable.user": text.name(trial.get("user") or "user"),
+                                         "sandtable.text": text.value(seg.text),
+                                     }))
+            span.end(end_time=seg.end)
+        else:
+            _agent_turn(tracer, context, trial, seg, agent, violations, text)
+    _chat_spans(tracer, context, _mapping(trial.get("usage")), start, ended_ns, text)
+    root.end(end_time=ended_ns)
+
+
+def _root_span(tracer: Any, trial: Mapping[str, Any], start: int, ended_ns: int, agent: str, text: _Texts) -> Any:
+    """The trial's span (not ended): its attributes, a check event per check, an error
+    status unless it passed."""
+    verdict = str(trial.get("verdict", ""))
     usage = _mapping(trial.get("usage"))
     agent_tokens = _tokens(usage.get("agent"))
     user_tokens = _tokens(usage.get("user"))
@@ -156,40 +177,39 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
     if verdict != "passed":
         why = trial.get("error") or ", ".join(text.name(c.get("id")) for c in checks if not c.get("passed"))
         _set_error(root, text.value(f"{verdict}: {why}" if why else verdict))
-    context = _context(tracer, root)
-    violations = [v for v in trial.get("violations") or [] if isinstance(v, Mapping)]
+    return root
+
+
+def _agent_turn(tracer: Any, context: Any, trial: Mapping[str, Any], seg: Segment, agent: str,
+                violations: list[Mapping[str, Any]], text: _Texts) -> None:
+    """An agent turn's span, the rules its words broke as events, its calls' spans under it."""
     calls = trial.get("calls") or []
-    for seg in segments:
-        if seg.kind == "user":
-            span = tracer.start_span("sandtable.user_turn", context=context, start_time=seg.start,
-                                     attributes=_attributes({
-                                         "sandtable.turn": seg.turn,
-                                         "sandtable.user": text.name(trial.get("user") or "user"),
-                                         "sandtable.text": text.value(seg.text),
-                                     }))
-            span.end(end_time=seg.end)
-            continue
-        span = tracer.start_span(f"invoke_agent {agent}", context=context, start_time=seg.start,
-                                 attributes=_attributes({
-                                     "gen_ai.operation.name": "invoke_agent",
-                                     "gen_ai.agent.name": agent,
-                                     "sandtable.turn": seg.turn,
-                                     "sandtable.text": text.value(seg.text) if seg.text is not None else None,
-                                 }))
-        for v in violations:  # what the agent said broke a rule: an event of its turn
-            if v.get("call") is None and _int(v.get("turn")) == seg.turn:
-                span.add_event("sandtable.rule", _violation(v, text), timestamp=seg.end)
-        turn_context = _context(tracer, span)
-        n = len(seg.calls)
-        slot = (seg.end - seg.start) / n if n else 0
-        for i, index in enumerate(seg.calls):
-            call = calls[index] if 0 <= index < len(calls) and isinstance(calls[index], Mapping) else {}
-            c_start = seg.start + round(i * slot)  # offsets: a float of ns since the epoch is off by hundreds
-            c_end = seg.start + round((i + 1) * slot)
-            _record_call(tracer, turn_context, call, index, c_start, min(max(c_end, c_start), seg.end),
-                         [v for v in violations if v.get("call") == index],
-                         [e for e in seg.events if e.get("after_call") == index], text)
-        span.end(end_time=seg.end)
+    span = tracer.start_span(f"invoke_agent {agent}", context=context, start_time=seg.start,
+                             attributes=_attributes({
+                                 "gen_ai.operation.name": "invoke_agent",
+                                 "gen_ai.agent.name": agent,
+                                 "sandtable.turn": seg.turn,
+                                 "sandtable.text": text.value(seg.text) if seg.text is not None else None,
+                             }))
+    for v in violations:  # what the agent said broke a rule: an event of its turn
+        if v.get("call") is None and _int(v.get("turn")) == seg.turn:
+            span.add_event("sandtable.rule", _violation(v, text), timestamp=seg.end)
+    turn_context = _context(tracer, span)
+    n = len(seg.calls)
+    slot = (seg.end - seg.start) / n if n else 0
+    for i, index in enumerate(seg.calls):
+        call = calls[index] if 0 <= index < len(calls) and isinstance(calls[index], Mapping) else {}
+        c_start = seg.start + round(i * slot)  # offsets: a float of ns since the epoch is off by hundreds
+        c_end = seg.start + round((i + 1) * slot)
+        _record_call(tracer, turn_context, call, index, c_start, min(max(c_end, c_start), seg.end),
+                     [v for v in violations if v.get("call") == index],
+                     [e for e in seg.events if e.get("after_call") == index], text)
+    span.end(end_time=seg.end)
+
+
+def _chat_spans(tracer: Any, context: Any, usage: Mapping[str, Any], start: int, ended_ns: int,
+                text: _Texts) -> None:
+    """A span per model the agent or the user used, with its tokens (the whole trial long)."""
     for side in ("agent", "user"):
         by_model = usage.get(side)
         if not isinstance(by_model, Mapping):
@@ -209,7 +229,6 @@ def record_trial(tracer: Any, trial: Mapping[str, Any], ended_ns: int, secrets: 
                 "sandtable.model.calls": _int(counts.get("calls")),
             }))
             span.end(end_time=ended_ns)
-    root.end(end_time=ended_ns)
 
 
 def _record_call(tracer: Any, context: Any, call: Mapping[str, Any], index: int, start: int, end: int,
