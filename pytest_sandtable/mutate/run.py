@@ -35,7 +35,9 @@ from ..engine.results import ERRORED, FAILED, PASSED, TrialResult
 from ..engine.scripted_user import ScriptedUser
 from ..engine.trial import _graded_trial
 from ..policy_coverage import CoverageAccumulator, DomainCoverage, coverage_json
+from ..engine.api import UserReply, UserTurn
 from .operators import EXPECTED, MUST, OPERATORS, Mutant, generate
+from .writes import calls_that_wrote
 
 KILLED = "killed"
 SURVIVED = "survived"
@@ -175,9 +177,32 @@ class MutantAgent(ReferenceAgent):
         return self
 
 
-async def _replay(domain: Domain, task: Task, steps: Sequence[RefStep] | None) -> TrialResult:
-    agent = ReferenceAgent() if steps is None else MutantAgent(steps)
-    return await _graded_trial(domain, task, agent, ScriptedUser(), 1, 1, 0, "reference", "scripted", None, "",
+class MutantUser(ScriptedUser):
+    """The scripted user of a mutant of the user's side (dual control): some of its script
+    lines left out (``drop``), and a user-tool call (``add``) made on its first reply."""
+
+    def __init__(self, drop: Collection[int] = (), add: RefStep | None = None) -> None:
+        self.drop = tuple(drop)
+        self.add = add
+
+    def next_line(self, turn: UserTurn) -> tuple[int | None, UserReply]:
+        state = turn.state
+        said = state.get("script_said")
+        if said is None:
+            said = state["script_said"] = set()
+        said.update(self.drop)
+        if self.add is not None and not state.get("mutant_added") and any(m["role"] == "user" for m in turn.messages):
+            state["mutant_added"] = True
+            turn.call(str(self.add.call), dict(self.add.args))
+        return super().next_line(turn)
+
+
+async def _replay(domain: Domain, task: Task, mutant: Mutant | None) -> TrialResult:
+    """The task's reference (``mutant`` None), or a mutant, replayed and graded."""
+    agent = ReferenceAgent() if mutant is None or mutant.steps is None else MutantAgent(mutant.steps)
+    user = ScriptedUser() if mutant is None or not (mutant.user_drop or mutant.user_add) else \
+        MutantUser(mutant.user_drop, mutant.user_add)
+    return await _graded_trial(domain, task, agent, user, 1, 1, 0, "reference", "scripted", None, "",
                                None, False)
 
 
@@ -269,7 +294,7 @@ async def _mutate_task(domain: Domain, task: Task, sink: OnTrial | None) -> tupl
     tr.checks = {c.id: 0 for c in ref.checks}
     accepted = {getattr(e, "mutant", None): str(getattr(e, "reason", "")) for e in _accept_entries(task)}
     signature = _signature(ref)
-    mutants = generate(domain, task, ref)
+    mutants = generate(domain, task, ref, calls_that_wrote(domain, task, ref))
     for mutant in mutants:
         result = await _classify(domain, task, mutant, ref, signature, accepted, sink)
         tr.mutants.append(result)
@@ -288,7 +313,7 @@ async def _classify(
         out.reason = mutant.invalid or "the rewrite cannot be made"
         return out
     try:
-        result = await _replay(domain, task, mutant.steps)
+        result = await _replay(domain, task, mutant)
     except Exception as e:  # the engine never raises for a trial; should it, this mutant only is lost
         out.reason = f"{type(e).__name__}: {e}"
         return out
