@@ -474,7 +474,8 @@ def _generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection
                      extra={"value": value})
     if writes:
         i = writes[0]
-        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]))
+        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]),
+                     call=(str(ref[i].call), dict(ref[i].args)))
     if seen and first_say is not None:
         # one value a line: joined with spaces, "700 885" reads as the one number 700,885 to
         # never_disclose, which then missed the 885 (as the baselines' spam agent writes it)
