@@ -73,7 +73,8 @@ def test_a_run_mutates_its_tasks(pytester: pytest.Pytester, workers: str | None)
     assert [(s["task"], s["id"], s["expected"], s["suggestion"]) for s in dom["survivors"]] == [
         ("order", "change-arg@3.tier:enum", "must", f"add where: {{tier: std}} to {ORDERS}"),
         ("order", "change-arg@3.note:short", "must", f"add where: {{note: gift}} to {ORDERS}"),
-        ("order", "stop-after@3", "may", "add reply_includes: [ordered] (ties the task to the reference's wording: an agent that says it otherwise fails)"),
+        ("order", "stop-after@3", "may", "add reply_includes: [ordered] (ties the task to the reference's "
+         "wording: an agent that says it otherwise fails)"),
     ]
     assert dom["baselines"] == {"tasks": 2, "do_nothing": [], "spam": [], "do_nothing_rate": 0.0, "spam_rate": 0.0}
     assert (dom["invalid"], dom["problems"], dom["decorative"]) == ([], [], ["closed-item: reply:closed"])
