@@ -90,6 +90,8 @@ tasks:
 """
 
 ORDERS = "state:orders[where]#1"
+# a reply_includes word the reference says in its own words: the suggestion says what it costs
+WORDING = "ties the task to the reference's wording: an agent that says it otherwise fails"
 
 # (task, mutant id, state, killed by), worked out by hand from SHOP
 HAND_COUNT = [
@@ -146,7 +148,7 @@ def test_each_survivor_has_its_diff_and_a_pasteable_expectation() -> None:
         ("change-arg@3.tier:enum", 'place_order tier: "std" -> "rush"', f"add where: {{tier: std}} to {ORDERS}"),
         ("change-arg@3.note:short", 'place_order note: "gift" -> "gif"', f"add where: {{note: gift}} to {ORDERS}"),
         ("stop-after@3", 'stopped after place_order(sku="A1", qty=2, tier="std", note="gift")',
-         "add reply_includes: [ordered]"),
+         f"add reply_includes: [ordered] ({WORDING})"),
     ]
     # the YAML of each suggestion reads back as the value it names
     assert yaml.safe_load("{tier: std}") == {"tier": "std"}
@@ -257,7 +259,7 @@ SURVIVED = [
     '  order: change-arg@3.note:short (must be caught): place_order note: "gift" -> "gif"; '
     f"add where: {{note: gift}} to {ORDERS}",
     '  order: stop-after@3 (may survive): stopped after place_order(sku="A1", qty=2, tier="std", note="gift"); '
-    "add reply_includes: [ordered]",
+    f"add reply_includes: [ordered] ({WORDING})",
 ]
 
 

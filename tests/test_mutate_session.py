@@ -31,7 +31,7 @@ LINES = [
     '    order: change-arg@3.note:short (must be caught): place_order note: "gift" -> "gif"; '
     f"add where: {{note: gift}} to {ORDERS}",
     '    order: stop-after@3 (may survive): stopped after place_order(sku="A1", qty=2, tier="std", note="gift"); '
-    "add reply_includes: [ordered]",
+    "add reply_includes: [ordered] (ties the task to the reference's wording: an agent that says it otherwise fails)",
     "  decorative checks, killed no mutant (1): closed-item: reply:closed",
 ]
 
@@ -73,7 +73,8 @@ def test_a_run_mutates_its_tasks(pytester: pytest.Pytester, workers: str | None)
     assert [(s["task"], s["id"], s["expected"], s["suggestion"]) for s in dom["survivors"]] == [
         ("order", "change-arg@3.tier:enum", "must", f"add where: {{tier: std}} to {ORDERS}"),
         ("order", "change-arg@3.note:short", "must", f"add where: {{note: gift}} to {ORDERS}"),
-        ("order", "stop-after@3", "may", "add reply_includes: [ordered]"),
+        ("order", "stop-after@3", "may", "add reply_includes: [ordered] (ties the task to the reference's "
+         "wording: an agent that says it otherwise fails)"),
     ]
     assert dom["baselines"] == {"tasks": 2, "do_nothing": [], "spam": [], "do_nothing_rate": 0.0, "spam_rate": 0.0}
     assert (dom["invalid"], dom["problems"], dom["decorative"]) == ([], [], ["closed-item: reply:closed"])

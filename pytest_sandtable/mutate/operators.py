@@ -12,13 +12,14 @@ reference's own replay (for the values the agent saw in tool results).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.conditions import argument_name, format_value, is_operator_object, row_matches
 from ..domain.model import MISSING, Domain, Invariant, RefStep, Task, Tool
 from ..engine.results import TrialResult
+from ..engine.tools import ArgError, coerce_args
 from ..policy_coverage.compute import limit_step
 
 MUST = "must"  # a good suite catches it
@@ -36,6 +37,8 @@ OPERATORS: tuple[tuple[str, str], ...] = (
     ("leak", MUST),
     ("stop-before", MUST),
     ("spam", MUST),
+    ("drop-user-call", MUST),
+    ("drop-instruction", MUST),
     ("drop-read", MAY),
     ("repeat-read", MAY),
     ("reorder", MAY),
@@ -57,14 +60,43 @@ class Mutant:
     # the reference call it removed or changed (for a survivor's suggestion): (tool, args)
     call: tuple[str, dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # dual control, the user's side: the scripted user's lines it leaves out (their indices
+    # in ``user.script``), and a user-tool call it makes on its first reply
+    user_drop: tuple[int, ...] = ()
+    user_add: RefStep | None = None
 
 
 def is_write(tool: Tool) -> bool:
     """A tool that may change the world: ops that create, update or delete, or a handler
-    (the domain format has no read-only marker for handlers, so every handler counts)."""
+    (the domain format has no read-only marker for handlers: :func:`writes_at` asks the
+    reference's replay which handler calls wrote)."""
     if tool.handler is not None:
         return True
     return any(op.kind in _WRITE_OPS for op in tool.ops)
+
+
+def writes_at(domain: Domain, task: Task, replay: TrialResult, wrote: Collection[int] | None) -> list[int]:
+    """The reference steps that are writes: a call of a tool with a create, update or delete
+    op; of a handoff tool; or of a handler tool whose call changed the world in the
+    reference's replay (``wrote``: the indices in ``replay.calls`` of the calls that did;
+    None: every handler call counts)."""
+    agent_calls = [c for c in replay.calls if "by" not in c]
+    out: list[int] = []
+    k = 0
+    for i, s in enumerate(task.reference):
+        if s.call is None:
+            continue
+        made = agent_calls[k] if k < len(agent_calls) else None
+        k += 1
+        tool = domain.tools.get(s.call)
+        if tool is None:
+            continue
+        if tool.handler is None or tool.handoff or wrote is None:
+            if is_write(tool):
+                out.append(i)
+        elif made is not None and made.get("tool") == s.call and made.get("index") in wrote:
+            out.append(i)
+    return out
 
 
 def _call(step: RefStep) -> str:
@@ -268,17 +300,23 @@ def _matching_text(pattern: str) -> str | None:
 
 
 def _added_call(
-    domain: Domain, task: Task, tool_name: str, when: Mapping[str, Any] | None
+    domain: Domain, task: Task, tool_name: str, when: Mapping[str, Any] | None, by_user: bool = False
 ) -> tuple[RefStep | None, str | None]:
     """A call of ``tool_name`` whose arguments make ``when`` hold: from the reference's own
-    last call of that tool, else from values of the same name in its other calls."""
-    tool = domain.tools.get(tool_name)
+    last call of that tool, else from values of the same name in its other calls (for a
+    user tool, ``by_user``: the scripted user's call lines). The reason when none can be
+    built, or when the one built fails the tool's schema (an invalid mutant, not a call
+    that could have run)."""
+    tool = (domain.user_tools if by_user else domain.tools).get(tool_name)
     if tool is None:
-        return None, f"no tool {tool_name}"
+        return None, f"no {'user tool' if by_user else 'tool'} {tool_name}"
     forced = _satisfying(when)
     if forced is None:
         return None, f"no arguments can be built that make {tool_name}'s condition hold"
-    calls = [s for s in task.reference if s.call is not None]
+    if by_user:
+        calls = [RefStep(call=line.call, args=dict(line.args or {})) for line in task.user.script if line.call]
+    else:
+        calls = [s for s in task.reference if s.call is not None]
     own = [s for s in calls if s.call == tool_name]
     args: dict[str, Any] = dict(own[-1].args) if own else {}
     for name, p in tool.params.items():
@@ -307,7 +345,12 @@ def _added_call(
             items = list(base) if isinstance(base, list) and base else ["x"]
             value = [items[k % len(items)] for k in range(max(value.n, 0))]
         args[name] = value
-    return RefStep(call=tool_name, args=args), None
+    step = RefStep(call=tool_name, args=args)
+    try:
+        coerce_args(tool, dict(args))
+    except ArgError as e:
+        return None, f"the call built fails {tool_name}'s schema: {e}"
+    return step, None
 
 
 def _after_last_call(steps: Sequence[RefStep]) -> int:
@@ -315,20 +358,17 @@ def _after_last_call(steps: Sequence[RefStep]) -> int:
     return last + 1
 
 
-def generate(domain: Domain, task: Task, replay: TrialResult) -> list[Mutant]:
-    """Every mutant of ``task``, in the order of :data:`OPERATORS`."""
-    return list(_generate(domain, task, replay))
+def generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection[int] | None = None) -> list[Mutant]:
+    """Every mutant of ``task``, in the order of :data:`OPERATORS`; ``wrote``: the calls of
+    ``replay`` that changed the world (:func:`.writes.calls_that_wrote`; None: every handler
+    call counts as a write, and no user call does)."""
+    return list(_generate(domain, task, replay, wrote))
 
 
-def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutant]:
+def _generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection[int] | None) -> Iterator[Mutant]:
     ref = task.reference
-    writes: list[int] = []
-    reads: list[int] = []
-    for i, s in enumerate(ref):
-        if s.call is None:
-            continue
-        tool = domain.tools.get(s.call)
-        (writes if tool is not None and is_write(tool) else reads).append(i)
+    writes = writes_at(domain, task, replay, wrote)
+    reads = [i for i, s in enumerate(ref) if s.call is not None and i not in writes]
 
     def without(*drop: int) -> list[RefStep]:
         return [s for j, s in enumerate(ref) if j not in drop]
@@ -404,10 +444,14 @@ def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutan
         else:
             yield Mutant(mid, "never", MUST, f"added {_call(step)}", [*ref[:at], step, *ref[at:]])
     for m in task.expect.not_called:
-        step, why = _added_call(domain, task, m.tool, m.args)
-        mid = f"not-called@{m.tool}"
+        by_user = m.by == "user"
+        step, why = _added_call(domain, task, m.tool, m.args, by_user)
+        mid = f"not-called@user:{m.tool}" if by_user else f"not-called@{m.tool}"
         if step is None:
             yield Mutant(mid, "not-called", MUST, f"added a call of {m.tool}", invalid=why)
+        elif by_user:
+            yield Mutant(mid, "not-called", MUST, f"the user called {_call(step)} on their first reply", list(ref),
+                         user_add=step, extra={"by": "user"})
         else:
             yield Mutant(mid, "not-called", MUST, f"added {_call(step)}", [*ref[:at], step, *ref[at:]])
     seen = _seen_values(replay)
@@ -430,13 +474,16 @@ def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutan
                      extra={"value": value})
     if writes:
         i = writes[0]
-        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]))
+        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]),
+                     call=(str(ref[i].call), dict(ref[i].args)))
     if seen and first_say is not None:
         # one value a line: joined with spaces, "700 885" reads as the one number 700,885 to
         # never_disclose, which then missed the 885 (as the baselines' spam agent writes it)
         dump = "\n".join(format_value(v) for v in seen)
         steps = [RefStep(say=dump) if s.say is not None else s for s in ref]
         yield Mutant("spam", "spam", MUST, f"every reply is every value seen ({len(seen)} values)", steps)
+    if wrote is not None:
+        yield from _user_side(task, replay, wrote)
     # may survive
     for i in reads:
         yield Mutant(f"drop-read@{i}", "drop-read", MAY, f"dropped {_call(ref[i])}", without(i),
@@ -455,3 +502,74 @@ def _generate(domain: Domain, task: Task, replay: TrialResult) -> Iterator[Mutan
     if writes and writes[-1] + 1 < len(ref):
         i = writes[-1]
         yield Mutant(f"stop-after@{i}", "stop-after", MAY, f"stopped after {_call(ref[i])}", list(ref[: i + 1]))
+
+
+# --------------------------------------------------------------------------- dual control: the user's side
+
+
+def _user_side(task: Task, replay: TrialResult, wrote: Collection[int]) -> Iterator[Mutant]:
+    """For each call the scripted user made that changed the world in the reference's replay
+    (the caller's own fix: airplane mode off, the APN reset): ``drop-user-call@S``, the user
+    leaves script line S out (a user action the agent asked for, not taken); and, when that
+    line waits for the agent's words (``reply_includes``, ``reply_matches``),
+    ``drop-instruction@N``, the agent's reply at reference step N without those words (the
+    instruction the agent should have given, not given)."""
+    ref = task.reference
+    lines = task.user.script
+    used: set[int] = set()
+    says = [i for i, s in enumerate(ref) if s.say is not None]
+    replies = [e for e in replay.transcript if e.get("role") == "agent" and int(e.get("turn") or 0) >= 1]
+    instruction: list[Mutant] = []
+    instructed: set[int] = set()
+    for call in replay.calls:
+        if call.get("by") != "user" or call.get("index") not in wrote:
+            continue
+        s = next((j for j, line in enumerate(lines) if j not in used and line.call == call.get("tool")
+                  and dict(line.args or {}) == dict(call.get("args") or {})), None)
+        if s is None:
+            continue
+        used.add(s)
+        line = lines[s]
+        shown = _call(RefStep(call=line.call, args=dict(line.args or {})))
+        yield Mutant(f"drop-user-call@{s}", "drop-user-call", MUST, f"the user never called {shown}", list(ref),
+                     call=(str(line.call), dict(line.args or {})), user_drop=(s,), extra={"by": "user"})
+        when = line.when or {}
+        if "reply_includes" not in when and "reply_matches" not in when:
+            continue
+        p = next((k for k, e in enumerate(replies) if int(e.get("turn") or 0) == int(call.get("turn") or 0)), None)
+        if p is None or p >= len(says) or says[p] in instructed:
+            continue
+        n = says[p]
+        instructed.add(n)
+        kept = _without_instruction(str(ref[n].say), when)
+        steps = [*ref[:n], RefStep(say=kept), *ref[n + 1:]] if kept else [*ref[:n], *ref[n + 1:]]
+        said = "left out" if not kept else f'said "{kept}"'
+        instruction.append(Mutant(f"drop-instruction@{n}", "drop-instruction", MUST,
+                                  f'the reply "{ref[n].say}" {said}, so the user never called {shown}', steps,
+                                  call=(str(line.call), dict(line.args or {})), extra={"by": "user"}))
+    yield from instruction
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _without_instruction(text: str, when: Mapping[str, Any]) -> str:
+    """The reply without its sentences that hold the line's ``reply_includes`` words or its
+    ``reply_matches`` pattern; "" when what is left would still set the line off, or nothing is."""
+    words = when.get("reply_includes", [])
+    words = [str(w).lower() for w in (words if isinstance(words, list) else [words])]
+    pattern = when.get("reply_matches")
+
+    def instructs(sentence: str) -> bool:
+        if any(w in sentence.lower() for w in words):
+            return True
+        return pattern is not None and re.search(str(pattern), sentence, re.IGNORECASE) is not None
+
+    kept = " ".join(x for x in _SENTENCE.split(text) if not instructs(x))
+    if not kept:
+        return ""
+    low = kept.lower()
+    still = words and all(w in low for w in words)
+    if still or (pattern is not None and not words and re.search(str(pattern), kept, re.IGNORECASE)):
+        return ""
+    return kept

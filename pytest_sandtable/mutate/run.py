@@ -22,20 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..domain.conditions import format_value, row_matches
 from ..domain.errors import Problem
 from ..domain.model import Domain, RefStep, Task
+from ..engine.api import UserReply, UserTurn
 from ..engine.reference import ReferenceAgent
 from ..engine.results import ERRORED, FAILED, PASSED, TrialResult
 from ..engine.scripted_user import ScriptedUser
 from ..engine.trial import _graded_trial
 from ..policy_coverage import CoverageAccumulator, DomainCoverage, coverage_json
+from ..report.fmt import plural
 from .operators import EXPECTED, MUST, OPERATORS, Mutant, generate
+from .suggest import candidates, message
+from .writes import calls_that_wrote
 
 KILLED = "killed"
 SURVIVED = "survived"
@@ -175,9 +177,32 @@ class MutantAgent(ReferenceAgent):
         return self
 
 
-async def _replay(domain: Domain, task: Task, steps: Sequence[RefStep] | None) -> TrialResult:
-    agent = ReferenceAgent() if steps is None else MutantAgent(steps)
-    return await _graded_trial(domain, task, agent, ScriptedUser(), 1, 1, 0, "reference", "scripted", None, "",
+class MutantUser(ScriptedUser):
+    """The scripted user of a mutant of the user's side (dual control): some of its script
+    lines left out (``drop``), and a user-tool call (``add``) made on its first reply."""
+
+    def __init__(self, drop: Collection[int] = (), add: RefStep | None = None) -> None:
+        self.drop = tuple(drop)
+        self.add = add
+
+    def next_line(self, turn: UserTurn) -> tuple[int | None, UserReply]:
+        state = turn.state
+        said = state.get("script_said")
+        if said is None:
+            said = state["script_said"] = set()
+        said.update(self.drop)
+        if self.add is not None and not state.get("mutant_added") and any(m["role"] == "user" for m in turn.messages):
+            state["mutant_added"] = True
+            turn.call(str(self.add.call), dict(self.add.args))
+        return super().next_line(turn)
+
+
+async def _replay(domain: Domain, task: Task, mutant: Mutant | None) -> TrialResult:
+    """The task's reference (``mutant`` None), or a mutant, replayed and graded."""
+    agent = ReferenceAgent() if mutant is None or mutant.steps is None else MutantAgent(mutant.steps)
+    user = ScriptedUser() if mutant is None or not (mutant.user_drop or mutant.user_add) else \
+        MutantUser(mutant.user_drop, mutant.user_add)
+    return await _graded_trial(domain, task, agent, user, 1, 1, 0, "reference", "scripted", None, "",
                                None, False)
 
 
@@ -269,7 +294,7 @@ async def _mutate_task(domain: Domain, task: Task, sink: OnTrial | None) -> tupl
     tr.checks = {c.id: 0 for c in ref.checks}
     accepted = {getattr(e, "mutant", None): str(getattr(e, "reason", "")) for e in _accept_entries(task)}
     signature = _signature(ref)
-    mutants = generate(domain, task, ref)
+    mutants = generate(domain, task, ref, calls_that_wrote(domain, task, ref))
     for mutant in mutants:
         result = await _classify(domain, task, mutant, ref, signature, accepted, sink)
         tr.mutants.append(result)
@@ -288,7 +313,7 @@ async def _classify(
         out.reason = mutant.invalid or "the rewrite cannot be made"
         return out
     try:
-        result = await _replay(domain, task, mutant.steps)
+        result = await _replay(domain, task, mutant)
     except Exception as e:  # the engine never raises for a trial; should it, this mutant only is lost
         out.reason = f"{type(e).__name__}: {e}"
         return out
@@ -307,151 +332,35 @@ async def _classify(
         out.reason = accepted[mutant.id]
     else:
         out.state = SURVIVED
-        out.suggestion = suggest(task, mutant, ref, result)
+        out.suggestion = await checked_suggestion(domain, task, mutant, ref, result)
     return out
 
 
 # --------------------------------------------------------------------------- suggestions
 
-_PLAIN = re.compile(r"[A-Za-z_][\w.\-/ ]*")
-_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n", "~"}
+MAX_TRIED = 6  # the candidate expectations replayed for one survivor before it is said none was found
 
 
-def flow(v: Any) -> str:
-    """A value as YAML flow text that reads back as the same value."""
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{flow(k)}: {flow(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, list):
-        return "[" + ", ".join(flow(x) for x in v) + "]"
-    if isinstance(v, str):
-        if _PLAIN.fullmatch(v) and v == v.strip() and v.lower() not in _YAML_WORDS and ": " not in v \
-                and " #" not in v:
-            return v
-        return json.dumps(v, ensure_ascii=False)
-    return format_value(v)
-
-
-def _key_field(domain_tables: dict[str, str], table: str) -> str:
-    return domain_tables.get(table, "")
-
-
-def suggest(task: Task, mutant: Mutant, ref: TrialResult, result: TrialResult) -> str:
-    """An expectation that would catch this survivor, as pasteable YAML: from what the
-    reference's final world has that the mutant's lacks (or the other way round), else from
-    the call the mutant removed, changed or added."""
-    found = _world_suggestion(task, ref.diff, result.diff)
-    if found:
-        return found
-    if mutant.operator in ("never", "not-called"):
-        added = [c for c in result.calls if c["tool"] not in {x["tool"] for x in ref.calls}]
-        tool = added[0]["tool"] if added else mutant.id.split("@", 1)[1]
-        return f"add not_called: {flow({'tool': tool})}"
-    if mutant.operator == "leak":
-        value = mutant.extra.get("value")
-        return (f"rule {mutant.id.split('@', 1)[1]} did not see {flow(value)} in the reply: "
-                "check the rule's values and where")
-    if mutant.operator == "spam":
-        return "no check reads what the replies say: add reply_includes or a never_disclose rule"
-    said = _new_word(ref, result)
-    if said is not None:
-        return f"add reply_includes: {flow([said])}"
-    if mutant.call is not None:
-        tool, args = mutant.call
-        arg = mutant.extra.get("arg")
-        shown = {arg: args[arg]} if arg in args else args
-        return f"add called: {flow({'tool': tool, 'args': shown} if shown else {'tool': tool})}"
-    return "no suggestion: the mutant changes neither the world nor a call the checks can see"
-
-
-_WORD = re.compile(r"[A-Za-z][A-Za-z-]{3,}")
-
-
-def _new_word(ref: TrialResult, result: TrialResult) -> str | None:
-    """A word the reference's replies say and the mutant's never do (the longest, first)."""
-    def words(r: TrialResult) -> list[str]:
-        return [w.lower() for e in r.transcript if e["role"] == "agent" for w in _WORD.findall(e.get("text", ""))]
-
-    theirs = set(words(result))
-    missing = [w for w in words(ref) if w not in theirs]
-    return max(missing, key=len) if missing else None
-
-
-def _rows_by_table(diff: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for entry in diff.get(kind, []):
-        out.setdefault(entry["table"], []).append(entry)
-    return out
-
-
-def _matching(rows: Sequence[dict[str, Any]], where: dict[str, Any]) -> int:
-    return sum(1 for r in rows if row_matches(r["row"], where))
-
-
-def _where_of(entry: dict[str, Any]) -> dict[str, Any]:
-    return {f: v for f, v in entry["row"].items() if v != entry["key"]}
-
-
-def _world_suggestion(task: Task, ref_diff: dict[str, Any], mut_diff: dict[str, Any]) -> str | None:
-    ref_created, mut_created = _rows_by_table(ref_diff, "created"), _rows_by_table(mut_diff, "created")
-    for table, rows in ref_created.items():
-        for entry in rows:
-            where = _where_of(entry)
-            want = _matching(rows, where)
-            theirs = mut_created.get(table, [])
-            if _matching(theirs, where) != want:
-                narrow = _narrowed(task, table, where, theirs, len(rows))
-                return narrow or f"add state: {flow({'table': table, 'where': where, 'count': want})}"
-    for table, rows in mut_created.items():
-        for entry in rows:
-            where = _where_of(entry)
-            want = _matching(ref_created.get(table, []), where)
-            if _matching(rows, where) != want:
-                return f"add state: {flow({'table': table, 'where': where, 'count': want})}"
-    ref_changed = {(c["table"], format_value(c["key"])): c for c in ref_diff.get("changed", [])}
-    mut_changed = {(c["table"], format_value(c["key"])): c for c in mut_diff.get("changed", [])}
-    for k, c in ref_changed.items():
-        theirs = mut_changed.get(k, {}).get("fields", {})
-        fields = {f: v["after"] for f, v in c["fields"].items()
-                  if theirs.get(f, {}).get("after", object()) != v["after"]}
-        if fields:
-            return _fields_suggestion(task, c["table"], c["key"], fields)
-    for k, c in mut_changed.items():
-        ours = ref_changed.get(k, {}).get("fields", {})
-        fields = {f: v["before"] for f, v in c["fields"].items() if f not in ours}
-        if fields:
-            return _fields_suggestion(task, c["table"], c["key"], fields)
-    ref_deleted = {(d["table"], format_value(d["key"])) for d in ref_diff.get("deleted", [])}
-    mut_deleted = {(d["table"], format_value(d["key"])): d for d in mut_diff.get("deleted", [])}
-    for d in ref_diff.get("deleted", []):
-        if (d["table"], format_value(d["key"])) not in mut_deleted:
-            return f"add state: {flow({'table': d['table'], 'where': _where_of(d), 'count': 0})}"
-    for k, d in mut_deleted.items():
-        if k not in ref_deleted:
-            return f"add state: {flow({'table': d['table'], 'key': d['key'], 'fields': _where_of(d)})}"
-    return None
-
-
-def _narrowed(task: Task, table: str, where: dict[str, Any], theirs: Sequence[dict[str, Any]], n: int) -> str | None:
-    """When the mutant made as many rows as the reference with other values: the fields
-    that differ, added to the task's own expectation on that table (``add where: ... to
-    state:...``), when it has one."""
-    if len(theirs) != n:
-        return None
-    differ = {f: v for f, v in where.items() if all(r["row"].get(f) != v for r in theirs)}
-    if not differ:
-        return None
-    for e in task.expect.state:
-        if e.table != table:
+async def checked_suggestion(domain: Domain, task: Task, mutant: Mutant, ref: TrialResult,
+                             result: TrialResult) -> str:
+    """The first of :func:`.suggest.candidates` that, made in the task's ``expect``, keeps
+    the reference passing and fails the mutant, both replayed; else what is known."""
+    tried = 0
+    for text, edit in candidates(task, mutant, ref, result):
+        if tried >= MAX_TRIED:
+            break
+        tried += 1
+        edited = replace(task, expect=edit(task.expect))
+        try:
+            if (await _replay(domain, edited, None)).verdict != PASSED:
+                continue
+            if (await _replay(domain, edited, mutant)).verdict == FAILED:
+                return text
+        except Exception:  # an edit the grading cannot read: not a suggestion
             continue
-        if e.key is None and e.where is not None:
-            name = e.id if e.id is not None else f"{table}[where]#{e.index}"
-            return f"add where: {flow(differ)} to state:{name}"
-    return None
-
-
-def _fields_suggestion(task: Task, table: str, key: Any, fields: dict[str, Any]) -> str:
-    for e in task.expect.state:
-        if e.table == table and e.key is not None and format_value(e.key) == format_value(key):
-            name = e.id if e.id is not None else f"{table}[{format_value(key)}]#{e.index}"
-            return f"add fields: {flow(fields)} to state:{name}"
-    return f"add state: {flow({'table': table, 'key': key, 'fields': fields})}"
+    said = message(task, mutant)
+    if said is not None:
+        return said
+    if tried:
+        return f"no suggestion: none of the {plural(tried, 'expectation')} tried catches it when replayed"
+    return "no suggestion: the mutant changes neither the world nor a call the checks can see"
