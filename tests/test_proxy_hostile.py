@@ -141,8 +141,8 @@ def test_a_target_that_trickles_its_answer_is_cut_off_at_the_deadline_and_counte
     with FakeOpenAI([Trickle(0.05)]) as srv, ModelProxy({"openai": srv.base_url}, timeout=1.0) as proxy:
         trial = proxy.open_trial("t")
         with pytest.raises(openai.InternalServerError) as late:
-            openai.OpenAI(api_key="k", base_url=trial.base_url("openai"), max_retries=0).chat.completions.create(
-                model="gpt-test", messages=[{"role": "user", "content": "hi"}])
+            client = openai.OpenAI(api_key="k", base_url=trial.base_url("openai"), max_retries=0, timeout=5)
+            client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}])
     said = f"http://{srv.host} did not finish its answer in 1 s (the model proxy's deadline): the answer was cut off"
     assert late.value.status_code == 504
     assert late.value.message == f"Error code: 504 - sandtable model proxy: {said}"
@@ -158,14 +158,15 @@ def test_a_stream_that_trickles_is_cut_and_one_whose_trial_ended_is_cut_too() ->
         url = trial.base_url("openai") + "/chat/completions"
         with pytest.raises(httpx.RemoteProtocolError), httpx.stream("POST", url, content=BODY) as answer:
             assert answer.status_code == 200
-            for _ in answer.iter_raw():
-                pass
+            for n, _ in enumerate(answer.iter_raw()):
+                assert n < 100, "the stream went on past the deadline"
         ended = proxy.open_trial("u")
         with pytest.raises(httpx.RemoteProtocolError), \
                 httpx.stream("POST", ended.base_url("openai") + "/chat/completions", content=BODY) as answer:
             for n, _ in enumerate(answer.iter_raw()):
                 if n == 2:
                     ended.close()
+                assert n < 100, "the stream went on after its trial ended"
     assert trial.errors == [f"http://{srv.host} did not finish its answer in 1 s (the model proxy's deadline): "
                             "the answer was cut off"]
     assert ended.errors == [f"http://{srv.host} was still answering when the trial ended: the answer was cut off"]
