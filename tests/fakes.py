@@ -120,10 +120,12 @@ class Cut:
 class Trickle:
     """Send a byte every ``interval`` seconds until the client gives up or the server
     stops: the status line and endless headers when ``headers``, else the headers of
-    a 1 MB JSON body and then that body, a space at a time."""
+    a 1 MB JSON body and then that body, a space at a time; with ``stream``, an event
+    stream that sends those bytes every ``interval`` seconds and never ends."""
 
     interval: float = 0.05
     headers: bool = False
+    stream: bytes | None = None  # else: an event stream (text/event-stream) of these bytes, sent again and again
 
 
 @dataclass
@@ -344,7 +346,11 @@ class FakeServer:
             def _trickle(self, action: Trickle) -> None:
                 self.close_connection = True
                 try:
-                    if action.headers:
+                    if action.stream is not None:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                                         b"connection: close\r\n\r\n")
+                        chunk = action.stream
+                    elif action.headers:
                         self.wfile.write(b"HTTP/1.1 200 OK\r\n")
                         chunk = b"x-pad: a\r\n"
                     else:

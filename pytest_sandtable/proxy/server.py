@@ -24,7 +24,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,7 @@ class ProxiedTrial:
         self.errors: list[str] = []
         self.requests = 0
         self.refused: str | None = None  # why the proxy refused a request of this trial (ModelProxy.refuse)
+        self.closed = False  # the trial ended: an answer still coming is cut off
         self._lock = threading.Lock()
 
     def base_url(self, kind: str) -> str:
@@ -97,7 +98,9 @@ class ProxiedTrial:
         return estimate_cost(self.usage.to_dict(), prices if prices is not None else all_prices())
 
     def close(self) -> None:
-        """The trial's URLs answer ``404`` from now on."""
+        """The trial's URLs answer ``404`` from now on, and an answer still coming to one
+        of its requests is cut off at its next chunk."""
+        self.closed = True
         self.proxy._forget(self.token)
 
     def _counted(self, counted: Counted, seconds: float, error: str | None, refused: bool = False) -> None:
@@ -124,6 +127,9 @@ class ModelProxy:
             raise ValueError("the model proxy needs at least one target")
         self.targets = {k: v.rstrip("/") for k, v in targets.items()}
         self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        # a whole answer's deadline too: a target that trickles a byte now and then never
+        # trips a read's timeout, but is cut off ``timeout`` seconds after the request came
+        self.deadline = timeout
         # asked before each request is sent: why it may not be (a budget spent), or None;
         # a refused request gets 402 in the target's format and is never sent
         self.refuse = refuse
@@ -192,11 +198,37 @@ class ModelProxy:
         return trial, kind, upstream
 
 
+class _Late(Exception):
+    """An answer that was not whole by the proxy's deadline, or whose trial ended first."""
+
+
+class _Deadline:
+    """When a request's answer must be whole: ``seconds`` after the request came, and
+    before its trial ends (an abandoned agent's call is not read on for ever)."""
+
+    def __init__(self, trial: ProxiedTrial, upstream: str, t0: float, seconds: float) -> None:
+        self.trial = trial
+        self.where = _where(upstream)
+        self.at = t0 + seconds
+        self.seconds = seconds
+
+    def paced(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """``chunks`` as they come, until the deadline or the trial's end (then :class:`_Late`)."""
+        for chunk in chunks:
+            if self.trial.closed:
+                raise _Late(f"{self.where} was still answering when the trial ended: the answer was cut off")
+            if time.perf_counter() > self.at:
+                raise _Late(f"{self.where} did not finish its answer in {self.seconds:g} s "
+                            "(the model proxy's deadline): the answer was cut off")
+            yield chunk
+
+
 def error_body(kind: str, status: int, message: str) -> bytes:
     """An error in the wire format of the target ``kind`` (Anthropic's for ``anthropic``,
     else OpenAI's), so the agent's SDK raises its own error type with this message."""
     if kind == "anthropic":
-        etype = {402: "billing_error", 404: "not_found_error", 413: "request_too_large"}.get(status, "api_error")
+        etype = {400: "invalid_request_error", 402: "billing_error", 403: "permission_error", 404: "not_found_error",
+                 413: "request_too_large", 421: "invalid_request_error"}.get(status, "api_error")
         body: dict[str, Any] = {"type": "error", "error": {"type": etype, "message": message}}
     else:
         body = {"error": {"message": message, "type": "proxy_error", "param": None, "code": None}}
@@ -221,6 +253,8 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                if self.close_connection:  # its body was not read: the client must not send another on it
+                    self.send_header("connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
             except OSError:
@@ -229,12 +263,14 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
         def _forward(self) -> None:
             t0 = time.perf_counter()
             trial, kind, upstream = proxy._route(self.path)
-            length = int(self.headers.get("content-length") or 0)
-            if length > MAX_BODY:
+            refused = _refused_caller(self.headers, proxy.port)
+            if refused is not None:
                 self.close_connection = True  # the body is not read: the connection cannot carry on
-                self._send_error(kind, 413, f"the request body is over {MAX_BODY:,} bytes")
+                self._send_error(kind, *refused)
                 return
-            body = self.rfile.read(length) if length else b""
+            body = self._body(kind)
+            if body is None:
+                return
             if trial is None:
                 self._send_error(kind, 404, "no trial at this URL (its trial ended, or it is not a URL "
                                             "the run handed out)")
@@ -272,67 +308,115 @@ def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
                     trial._counted(counted, time.perf_counter() - t0, error)
 
             try:
-                count(self._relay(response, counted, count))
+                count(self._relay(response, counted, count, kind, _Deadline(trial, upstream, t0, proxy.deadline)))
             finally:
                 response.close()
+
+        def _body(self, kind: str) -> bytes | None:
+            """The request's body, by its Content-Length or its chunks; None once the
+            request is answered: ``400`` for a length that is not a number of bytes (``-1``,
+            ``abc``, two lengths that differ, a length beside chunks), ``413`` past
+            :data:`MAX_BODY`. The connection is closed after either: its body is not read."""
+            lengths = self.headers.get_all("content-length") or []
+            chunked = "chunked" in (self.headers.get("transfer-encoding") or "").lower()
+            problem: tuple[int, str] | None = None
+            data = b""
+            if chunked and lengths:
+                problem = (400, "the request has both a Content-Length and chunks (Transfer-Encoding: chunked)")
+            elif chunked:
+                data, problem = _read_chunks(self.rfile)
+            elif lengths:
+                declared = {v.strip() for v in lengths}
+                text = lengths[0].strip()
+                if len(declared) > 1 or not (text.isascii() and text.isdigit()):
+                    shown = ", ".join(repr(v) for v in lengths)
+                    problem = (400, f"the Content-Length header {shown[:80]} is not a number of bytes")
+                elif int(text) > MAX_BODY:
+                    problem = (413, f"the request body is over {MAX_BODY:,} bytes")
+                elif int(text):
+                    data = self.rfile.read(int(text))
+            if problem is not None:
+                self.close_connection = True
+                self._send_error(kind, *problem)
+                return None
+            return data
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        def _relay(self, response: httpx.Response, counted: Counted,
-                   count: Callable[[str | None], None]) -> str | None:
+        def _relay(self, response: httpx.Response, counted: Counted, count: Callable[[str | None], None],
+                   kind: str, late: _Deadline) -> str | None:
             """Pass the answer on, counting it (``count`` called before its last bytes are
-            written, when it went through whole); what went wrong, or None."""
+            written, when it went through whole); what went wrong, or None. An answer not
+            whole by ``late``'s deadline, or whose trial ended meanwhile, is cut off there."""
             streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+            # (a replayed or recorded answer is whole in memory already)
+            chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
             try:
-                self.send_response(response.status_code)
-                for k, v in response.headers.multi_items():
-                    if k.lower() not in _HOP:
-                        self.send_header(k, v)
                 if not streamed:
-                    data = response.read()
+                    try:
+                        data = b"".join(late.paced(chunks))
+                    except _Late as e:
+                        self.close_connection = True
+                        self._send_error(kind, 504, str(e))
+                        return str(e)
                     found = count_body(data)
                     counted.model, counted.tokens = found.model, found.tokens
                     count(None)
+                    self._head(response)
                     self.send_header("content-length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                     return None
+                self._head(response)
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
-                counter = StreamCounter()
-                try:
-                    # (a replayed or recorded answer is whole in memory already)
-                    chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
-                    # each chunk goes on when the next arrives: the last one (with the stream's
-                    # end, after which the agent may end its trial) only once the answer is counted
-                    held = b""
-                    for chunk in chunks:
-                        counter.feed(chunk)
-                        if held:
-                            self._chunk(held)
-                        held = chunk
-                except httpx.HTTPError as e:  # the target cut its answer: so is the agent's
-                    found = counter.finish()
-                    counted.model, counted.tokens = found.model, found.tokens
-                    if held:
-                        self._chunk(held)
-                    self.close_connection = True
-                    return f"the answer was cut short: {type(e).__name__}"
-                found = counter.finish()
-                counted.model, counted.tokens = found.model, found.tokens
-                count(None)
-                if held:
-                    self._chunk(held)
-                self.wfile.write(b"0\r\n\r\n")
-                return None
+                return self._stream(late.paced(chunks), counted, count)
             except httpx.HTTPError as e:  # cut before its body was whole
                 self.close_connection = True
                 return f"the answer was cut short: {type(e).__name__}"
             except OSError:  # the agent went away
                 self.close_connection = True
                 return "the agent closed the connection"
+
+        def _head(self, response: httpx.Response) -> None:
+            # the target's Server and Date go on as they came: the proxy adds its own only
+            # where the target sent none (send_response would add them beside the target's)
+            self.send_response_only(response.status_code)
+            for k, v in response.headers.multi_items():
+                if k.lower() not in _HOP:
+                    self.send_header(k, v)
+            if "server" not in response.headers:
+                self.send_header("server", self.version_string())
+            if "date" not in response.headers:
+                self.send_header("date", self.date_time_string())
+
+        def _stream(self, chunks: Iterator[bytes], counted: Counted, count: Callable[[str | None], None]) -> str | None:
+            counter = StreamCounter()
+            # each chunk goes on when the next arrives: the last one (with the stream's
+            # end, after which the agent may end its trial) only once the answer is counted
+            held = b""
+            try:
+                for chunk in chunks:
+                    counter.feed(chunk)
+                    if held:
+                        self._chunk(held)
+                    held = chunk
+            except (httpx.HTTPError, _Late) as e:  # the target cut its answer, or was too slow: so is the agent's
+                found = counter.finish()
+                counted.model, counted.tokens = found.model, found.tokens
+                if held:
+                    self._chunk(held)
+                self.close_connection = True
+                return str(e) if isinstance(e, _Late) else f"the answer was cut short: {type(e).__name__}"
+            found = counter.finish()
+            counted.model, counted.tokens = found.model, found.tokens
+            count(None)
+            if held:
+                self._chunk(held)
+            self.wfile.write(b"0\r\n\r\n")
+            return None
 
     return Handler
 
@@ -406,3 +490,44 @@ def _where(url: str) -> str:
     u = httpx.URL(url)
     port = f":{u.port}" if u.port else ""
     return f"{u.scheme}://{u.host}{port}"
+
+
+def _refused_caller(headers: Any, port: int) -> tuple[int, str] | None:
+    """Why a request may not reach the proxy, as the served world refuses one (serve/app.py's
+    guard): ``421`` when its Host is not this proxy (a page's DNS rebinding), ``403`` when
+    it comes from a foreign Origin (a page in a browser on the machine); None when it may."""
+    hosts = {f"{HOST}:{port}", f"localhost:{port}"}
+    host = headers.get("host") or ""
+    if host not in hosts:
+        return 421, f"the Host header {host[:80]!r} is not this proxy ({HOST}:{port})"
+    origin = headers.get("origin")
+    if origin is not None and origin not in {f"http://{h}" for h in hosts}:
+        return 403, f"requests from the origin {origin[:80]!r} are refused: only the run's agents may use the proxy"
+    return None
+
+
+def _read_chunks(rfile: Any) -> tuple[bytes, tuple[int, str] | None]:
+    """A chunked request body (RFC 9112 7.1) read from ``rfile``, and what is wrong with it:
+    ``413`` once it is past :data:`MAX_BODY` (read no further), ``400`` for a chunk size
+    that is not hexadecimal or a body that ends early."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        line = rfile.readline(1026)
+        text = line.split(b";", 1)[0].strip()
+        if not line.endswith(b"\n") or not text or any(c not in b"0123456789abcdefABCDEF" for c in text):
+            return b"", (400, "the request's chunked body is malformed")
+        n = int(text, 16)
+        if n == 0:
+            break
+        size += n
+        if size > MAX_BODY:
+            return b"", (413, f"the request body is over {MAX_BODY:,} bytes")
+        data = rfile.read(n)
+        if len(data) < n or rfile.readline(3) not in (b"\r\n", b"\n"):
+            return b"", (400, "the request's chunked body is malformed")
+        parts.append(data)
+    for _ in range(100):  # the trailer fields, up to the empty line
+        if rfile.readline(8194).strip() == b"":
+            return b"".join(parts), None
+    return b"", (400, "the request's chunked body is malformed")
