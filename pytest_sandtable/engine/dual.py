@@ -24,7 +24,7 @@ from typing import Any
 from ..domain.handlers import HandlerImportError, handler_folder, resolve_sync
 from ..domain.model import Domain, Task
 from .api import ToolResult, ToolSpec
-from .handlers import HandlerBug, HandlerContext, HandlerState, WorldHandle, run_tool
+from .handlers import DomainHook, HandlerBug, HandlerContext, HandlerState, WorldHandle, call_bounded, run_tool
 from .invoke import EngineStop, exception_text
 from .kept import KeptPer
 from .tools import ArgError, coerce_args, recorded_arguments, text_of
@@ -72,6 +72,7 @@ class _UserHandlers(HandlerState):
         self.shared = agent.shared
         self.over = agent.over
         self.deadline = agent.deadline
+        self.root = agent.root  # the trial's alarm and `running`: closed with the trial (issue 37 #7)
         self._user_handle: tuple[World, WorldHandle] | None = None
 
     def handle(self, world: World) -> WorldHandle:
@@ -111,7 +112,8 @@ class UserSide:
     """One trial's user side: the user's tool calls and the sync hook, logged in the
     trial's call log (``calls``) and transcript."""
 
-    __slots__ = ("calls", "domain", "handlers", "state", "sync", "sync_handle", "transcript", "turn_of", "world")
+    __slots__ = ("calls", "domain", "handlers", "state", "sync", "sync_handle", "sync_hook", "transcript", "turn_of",
+                 "world")
 
     def __init__(self, domain: Domain, world: World, handlers: HandlerState, calls: list[dict[str, Any]],
                  transcript: list[dict[str, Any]], turn_of: Callable[[], int]) -> None:
@@ -124,6 +126,7 @@ class UserSide:
         self.turn_of = turn_of
         self.sync: Callable[..., Any] | None = None
         self.sync_handle: WorldHandle | None = None
+        self.sync_hook = DomainHook(f"the domain's sync {domain.sync}")
         if domain.sync:
             try:
                 self.sync = resolve_sync(domain.sync, handler_folder(domain.path))
@@ -184,8 +187,11 @@ class UserSide:
         index = len(self.calls)
         sp = self.world.savepoint()
         ctx = HandlerContext(self.handlers.shared, "sync", index)
-        try:
-            self.sync(self.sync_handle, ctx)
+        try:  # bounded by the trial's deadline, as a handler is (issue 37 #8)
+            call_bounded(self.handlers, self.sync_hook, self.sync, self.sync_handle, ctx)
+        except HandlerBug as e:  # it did not return before the trial timeout
+            self.world.rollback(sp)
+            raise DualBug(str(e)) from None
         except Exception as e:
             self.world.rollback(sp)
             raise DualBug(f"the domain's sync {self.domain.sync} raised {exception_text(e)}") from None

@@ -17,7 +17,7 @@ from ..domain.conditions import (
 from ..domain.handlers import HandlerImportError, handler_folder, resolve_assertion
 from ..domain.model import Assertion, CallMatcher, Domain, Expect, StateExpectation
 from ..domain.wording import clip
-from .handlers import WorldHandle
+from .handlers import DomainHook, HandlerBug, HandlerState, WorldHandle, call_bounded
 from .invoke import exception_text
 from .kept import KeptPer
 from .results import Check
@@ -284,9 +284,10 @@ def read_only_handle(world: World, domain: Domain) -> tuple[WorldHandle, list[st
     return handle, tried
 
 
-def grade_asserts(domain: Domain, expect: Expect, world: World) -> list[Check]:
+def grade_asserts(domain: Domain, expect: Expect, world: World, bound: HandlerState | None = None) -> list[Check]:
     """Each ``expect.assert`` function called ``fn(world, **args)`` on the final world with
-    a read-only handle. Raises :class:`DomainAssertionError` for the domain's faults."""
+    a read-only handle. Raises :class:`DomainAssertionError` for the domain's faults, one
+    that runs past ``bound``'s deadline among them (issue 37 #8)."""
     if not expect.asserts:
         return []
     folder = handler_folder(domain.path)
@@ -298,7 +299,14 @@ def grade_asserts(domain: Domain, expect: Expect, world: World) -> list[Check]:
         except HandlerImportError as e:
             raise DomainAssertionError(f"assertion {a.function} could not be loaded: {e}") from None
         try:
-            value = fn(handle, **copy_row(a.args))
+            if bound is None:
+                value = fn(handle, **copy_row(a.args))
+            else:
+                hook = DomainHook(f"assertion {a.function}",
+                                  within="within {seconds}s of the start of grading (the trial timeout)")
+                value = call_bounded(bound, hook, fn, handle, **copy_row(a.args))
+        except HandlerBug as e:  # it did not return in time
+            raise DomainAssertionError(str(e)) from None
         except Exception as e:
             if tried:
                 raise DomainAssertionError(f"assertion {a.function} tried to change the world ({tried[0]})") from None

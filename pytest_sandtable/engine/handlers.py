@@ -46,8 +46,8 @@ from .tools import planned_checks, planned_ops, tool_plan
 from .world import Conflict, NotFound, World, copy_row, norm_key
 
 __all__ = [
-    "HandlerBug", "HandlerContext", "HandlerInterrupted", "HandlerState", "ToolError", "WorldHandle", "run_handler",
-    "run_tool",
+    "DomainHook", "HandlerBug", "HandlerContext", "HandlerInterrupted", "HandlerState", "ToolError", "WorldHandle",
+    "call_bounded", "disarm_left", "run_handler", "run_tool",
 ]
 
 
@@ -152,11 +152,16 @@ class HandlerState:
         self._handle: tuple[World, WorldHandle] | None = None  # the world's handle, made on the first call
         # the trial's deadline (set by the trial): a handler still running then errors the trial
         self.deadline: Deadline | None = None
-        # the handler call under way: its tool and the thread it runs in
-        self.running: tuple[Tool, int] | None = None
+        # the domain's code under way (a tool's handler, or a DomainHook: the sync hook, a setup
+        # step, an assertion) and the thread it runs in; kept on the trial's state (`root`)
+        self.running: tuple[Tool | DomainHook, int] | None = None
         # set when the trial is over: a write by an abandoned handler (hung past the timeout) is refused
         self.over = [False]
         self._alarm: tuple[Any, ...] | None = None  # the SIGALRM handler and timer replaced, while armed
+        # the trial's own state, whose alarm, deadline and `running` every state of the trial
+        # uses (a user tool's state is made from it: engine/dual.py), so that closing it
+        # disarms whatever alarm the trial set (issue 37 #7)
+        self.root: HandlerState = self
 
     @property
     def random(self) -> random.Random:
@@ -180,16 +185,29 @@ class HandlerState:
             made = self._handle = (world, WorldHandle(world, self.domain, self.over))
         return made[1]
 
-    def late(self, tool: Tool) -> str:
-        """Why the trial errored when ``tool``'s handler outlived the trial timeout."""
+    def late(self, what: Tool | DomainHook) -> str:
+        """Why the trial errored when ``what`` (a tool's handler, a hook) outlived the trial
+        timeout, as the code that called it words it."""
         seconds = self.deadline.seconds if self.deadline is not None else None
-        return f"its handler {tool.handler} did not return before the trial timeout of {format_value(seconds)}s"
+        if isinstance(what, DomainHook):
+            return f"{what.what} did not return {what.within.format(seconds=format_value(seconds))}"
+        return f"its handler {what.handler} did not return before the trial timeout of {format_value(seconds)}s"
+
+    def late_error(self, what: Tool | DomainHook) -> str:
+        """The trial's error when ``what`` outlived the trial timeout in a thread the trial
+        stopped waiting for (a sync agent's or user's): as the call on the main thread words it."""
+        if isinstance(what, DomainHook):
+            return self.late(what)
+        side = "the user tool " if self.domain.user_tools.get(what.name) is what else ""
+        return f"the domain failed running {side}{what.name}: {self.late(what)}"
 
     def close(self) -> None:
-        """The trial is over: later writes of its handlers are refused, its alarm disarmed."""
+        """The trial is over: later writes of its handlers are refused, its alarm disarmed
+        (whichever of the trial's states set it: the alarm is the root's)."""
         self.over[0] = True
-        if self._alarm is not None:
-            _disarm(self)
+        root = self.root
+        if root._alarm is not None:
+            _disarm(root)
 
     def advance(self, seconds: float) -> None:
         self.shared.advance(seconds)
@@ -661,30 +679,63 @@ def run_handler(tool: Tool, args: dict[str, Any], world: World, state: HandlerSt
     handle = state.handle(world)
     ctx = HandlerContext(state.shared, tool.name, index)
     thread = threading.get_ident()
-    if state._alarm is None and state.deadline is not None and state.deadline.end is not None:
-        _arm(state, thread)  # once a trial, on its first handler call on the main thread
-    state.running = (tool, thread)
+    root = state.root  # the trial's: one alarm and one `running` for every side's handlers
+    if root._alarm is None and root.deadline is not None and root.deadline.end is not None:
+        _arm(root, thread)  # once a trial, on its first handler call on the main thread
+    root.running = (tool, thread)
     try:
         value = fn(copy_row(args), handle, ctx)
     except ToolError as e:
-        state.running = None
+        root.running = None
         world.rollback(sp)
         return ToolResult(False, error=e.status, message=e.message)
     except BaseException as e:  # the handler's own bug, whatever it raised: the domain's, not the agent's
-        state.running = None
+        root.running = None
         world.rollback(sp)
         if isinstance(e, _HandlerTimeout):
-            raise HandlerBug(state.late(tool)) from None
+            raise HandlerBug(root.late(tool)) from None
         if isinstance(e, KeyboardInterrupt) and _ctrl_c(e):
             # a real Ctrl-C during the call: the run stops
             raise HandlerInterrupted(f"Ctrl-C while the handler {tool.handler} of tool {tool.name} ran") from e
         raise HandlerBug(_raised(tool, e)) from None
-    state.running = None
+    root.running = None
     try:
         return ToolResult(True, value=_json_copy_fast(value))
     except _NotJson as e:
         world.rollback(sp)
         raise HandlerBug(f"its handler {tool.handler} returned {e}, expected a JSON value") from None
+
+
+class DomainHook:
+    """A function of the domain's other than a tool's handler that a trial calls and bounds
+    by its deadline (issue 37 #8): the ``sync`` hook, a ``setup`` step's handler, an
+    ``expect.assert`` function. ``what`` names it in the trial's error (``the domain's sync
+    m:f``); ``within`` says which deadline it missed (``{seconds}``: the trial timeout's)."""
+
+    __slots__ = ("what", "within")
+
+    def __init__(self, what: str, within: str = "before the trial timeout of {seconds}s") -> None:
+        self.what = what
+        self.within = within
+
+
+def call_bounded(state: HandlerState, hook: DomainHook, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, a hook of the domain's, bounded as a tool's handler is (see
+    :func:`run_handler`): on the main thread the trial's alarm interrupts it at the
+    deadline, which raises :class:`HandlerBug` with ``state.late(hook)``; in another
+    thread the trial stops waiting at its deadline and finds ``hook`` in ``running``
+    (:meth:`HandlerState.late_error`). What ``fn`` raises otherwise is the caller's."""
+    root = state.root
+    thread = threading.get_ident()
+    if root._alarm is None and root.deadline is not None and root.deadline.end is not None:
+        _arm(root, thread)
+    root.running = (hook, thread)
+    try:
+        return fn(*args, **kwargs)
+    except _HandlerTimeout:
+        raise HandlerBug(root.late(hook)) from None
+    finally:
+        root.running = None
 
 
 class _HandlerTimeout(BaseException):
@@ -710,9 +761,16 @@ def _arm(state: HandlerState, thread: int) -> None:
     handler of anyone else's (pytest-timeout's) and no timer running; elsewhere nothing is
     armed (docs/limitations.md). Once per trial, disarmed when it closes: ~9 µs a trial
     (``_signal``'s functions, without the enum conversions of ``signal``'s, which take
-    twice that)."""
+    twice that). Off the main thread (a sync agent's or user's call) it is tried again
+    at the trial's next call: a trial whose first hook ran in the agent's thread (the sync
+    hook after its call) still arms for the user tool its scripted user calls on the main
+    thread."""
+    if thread != threading.main_thread().ident:
+        return
     state._alarm = ()  # tried: not again this trial, armed or not
-    if _ARMED or _SIG is None or thread != threading.main_thread().ident or state.deadline is None:
+    if _ARMED and _ARMED[0].over[0]:  # a trial that is over left its alarm: never one outliving its trial
+        _disarm(_ARMED[0])
+    if _ARMED or _SIG is None or state.deadline is None:
         return
     try:
         previous = _SIG.getsignal(_SIG.SIGALRM)
@@ -738,10 +796,23 @@ def _disarm(state: HandlerState) -> None:
         _SIG.signal(_SIG.SIGALRM, alarm[0])
 
 
+def disarm_left() -> bool:
+    """Disarm an alarm a trial left set (none should be; the plugin calls this as a run
+    ends, before Python puts SIGALRM's default action back at exit, which would let a
+    timer still running kill the process: exit 142, issue 37 #7). Whether one was."""
+    if not _ARMED:
+        return False
+    _disarm(_ARMED[0])
+    return True
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     """The trial's deadline passed: interrupt its handler if one is running here, in its
     own code (not the engine's, where it has returned or is writing the world)."""
     state = _ARMED[0] if _ARMED else None
+    if state is not None and state.over[0]:  # its trial is over: the alarm goes with it
+        _disarm(state)
+        return
     running = state.running if state is not None else None
     if running is None or running[1] != threading.get_ident():
         return

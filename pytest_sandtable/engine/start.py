@@ -27,7 +27,16 @@ from ..domain.handlers import HandlerImportError, handler_folder, resolve_handle
 from ..domain.model import Domain, Task
 from ..domain.wording import clip
 from .api import ToolResult
-from .handlers import HandlerBug, HandlerContext, HandlerState, ToolError, WorldHandle, run_tool
+from .handlers import (
+    DomainHook,
+    HandlerBug,
+    HandlerContext,
+    HandlerState,
+    ToolError,
+    WorldHandle,
+    call_bounded,
+    run_tool,
+)
 from .invoke import exception_text
 from .tools import ArgError, coerce_args
 from .world import World, copy_row
@@ -152,7 +161,11 @@ def _setup_handler(
         # over both worlds with dual control (the design: a setup function prepares either side)
         handle = (WorldHandle(world, domain, handlers.over, tables={**domain.tables, **domain.user_tables})
                   if domain.user_tables else handlers.handle(world))
-        fn(copy_row(args), handle, HandlerContext(handlers, spec, index))
+        # bounded by the trial's deadline, as a tool's handler is (issue 37 #8)
+        call_bounded(handlers, DomainHook(f"setup step {n} ({spec})"), fn, copy_row(args), handle,
+                     HandlerContext(handlers, spec, index))
+    except HandlerBug as e:  # it did not return before the trial timeout
+        raise StartFailed(str(e)) from None
     except ToolError as e:
         raise StartFailed(f"setup step {n} ({spec}) failed: error {e.status}: {e.message}") from None
     except Exception as e:

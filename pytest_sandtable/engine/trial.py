@@ -560,7 +560,13 @@ class _Dialogue:
 
     def _user_failed(self, e: Exception) -> None:
         """Error the trial for the simulated user's failure (none is the agent's)."""
-        if self.t.dual_error is not None or isinstance(e, DualBug):  # dual control: the domain's
+        running = self.t.handlers.running
+        if running is not None and isinstance(e, TimeoutError):
+            # the user waits on a user tool's handler or the sync hook that has not returned:
+            # the domain's fault (issue 37 #8)
+            self.error = self.t.handlers.late_error(running[0])
+            self.ended_by = "domain_error"
+        elif self.t.dual_error is not None or isinstance(e, DualBug):  # dual control: the domain's
             self._dual_failed(self.t.dual_error or e)
         elif isinstance(e, CrossLoopError):
             self.error = f"harness wiring problem, not the simulated user's failure: {e}"
@@ -713,7 +719,7 @@ class _Dialogue:
         elif isinstance(e, (asyncio.TimeoutError, TimeoutError)):
             running = self.t.handlers.running
             if running is not None:  # the agent waits on a handler that has not returned: the domain's fault
-                self.error = f"the domain failed running {running[0].name}: {self.t.handlers.late(running[0])}"
+                self.error = self.t.handlers.late_error(running[0])
                 self.ended_by = "domain_error"
             else:
                 self._agent_failed(self._too_late())
@@ -775,8 +781,24 @@ def _rule_checks(violations: list[Violation]) -> list[Check]:
     return checks
 
 
-def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
-    """Add the checks of the task's expectations; why grading errored, if it did."""
+def _grade_expectations(t: _Trial, checks: list[Check], trial_timeout: float | None = None) -> str | None:
+    """Add the checks of the task's expectations; why grading errored, if it did. With a
+    trial timeout, the task's ``assert`` functions are bounded by as much again, counted
+    from the start of grading (issue 37 #8): a trial whose agent took its whole time is
+    still graded."""
+    expect = t.task.expect
+    bound = None
+    if trial_timeout and expect.asserts:
+        bound = HandlerState(t.domain, t.task, t.info.seed)
+        bound.deadline = Deadline(trial_timeout)
+    try:
+        return _graded(t, checks, bound)
+    finally:
+        if bound is not None:
+            bound.close()
+
+
+def _graded(t: _Trial, checks: list[Check], bound: HandlerState | None) -> str | None:
     expect = t.task.expect
     # only the task's reply_includes read what the agent said
     agent_texts = [e["text"] for e in t.transcript if e["role"] == "agent"] if expect.reply_includes else ()
@@ -786,7 +808,7 @@ def _grade_expectations(t: _Trial, checks: list[Check]) -> str | None:
         if expect.world_matches_reference:
             # the reference starts where the trial did: its setup and history (engine/reference_world.py)
             checks.extend(grade_world_matches_reference(t.domain, t.task, t.world, t.info.seed, apply_given))
-        checks.extend(grade_asserts(t.domain, expect, t.world))  # issue 22, part B
+        checks.extend(grade_asserts(t.domain, expect, t.world, bound))  # issue 22, part B
     except DomainAssertionError as e:  # issue 22, part B: an assertion's fault is the domain's
         return f"the domain failed grading the trial: {e}"
     except Exception as e:  # an expectation of the domain went wrong, not the agent
@@ -921,29 +943,29 @@ async def _graded_trial(
     started = time.perf_counter()
 
     error: str | None = None
-    try:
-        apply_given(t.world, task)
-    except (NotFound, Conflict) as e:
-        error = f"the task's given could not be applied: {e}"
-    error = error or _dual_start(t, task)  # dual control (issue 22 A)
-    if error is None and (task.setup or task.history):  # issue 22, part B
-        error = _start(t)
-    baseline = t.world.savepoint()
-    try:
+    try:  # whatever ends the trial (Ctrl-C too, in its setup too): its handlers' alarm is disarmed
+        try:
+            apply_given(t.world, task)
+        except (NotFound, Conflict) as e:
+            error = f"the task's given could not be applied: {e}"
+        error = error or _dual_start(t, task)  # dual control (issue 22 A)
+        if error is None and (task.setup or task.history):  # issue 22, part B
+            error = _start(t)
+        baseline = t.world.savepoint()
         if error is None:
             if serve is None:  # as _talk does without a server, one coroutine fewer
                 await talk.run()
                 error = talk.error
             else:
                 error = await _talk(t, talk, serve)
-    finally:  # whatever ends the trial (Ctrl-C too): its handlers' alarm is disarmed
+    finally:
         t.close()
 
     checks = talk.runtime  # the dialogue is over: its list becomes the trial's
     if t.violations:
         checks.extend(_rule_checks(t.violations))
     if error is None:
-        error = _grade_expectations(t, checks)
+        error = _grade_expectations(t, checks, trial_timeout)
     verdict = ERRORED if error is not None else _verdict(checks)
     # positional, in the order of TrialResult's fields (tests/test_trial_hot_path2.py pins
     # it): keyword arguments cost ~1 µs of a trial's ~70

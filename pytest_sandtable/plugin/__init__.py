@@ -12,6 +12,7 @@ engine, YAML and the reports are imported when a domain file is collected.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +145,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
         run_state(config).close()
         _skip_the_exit_walk()
+    handlers = sys.modules.get("pytest_sandtable.engine.handlers")
+    if handlers is not None:  # no alarm of a trial's outlives the run (issue 37 #7): none should be left
+        handlers.disarm_left()
 
 
 _EXIT_FREEZE: list[bool] = []
