@@ -255,3 +255,41 @@ def test_a_baseline_comparison_of_an_adaptive_run_is_sequential_not_fisher(proje
     result.stdout.fnmatch_lines(["sandtable: no task regressed (sequential, e-BH at alpha 0.05; 2 tasks in the "
                                  "baseline)"])
     assert "Fisher" not in result.stdout.str()
+
+
+def test_a_task_settled_unreliable_counts_as_failing_in_the_headline(project: pytest.Pytester) -> None:
+    # bad settles unreliable at 0/2, good reliable at 16/16: before, pass^4 to pass^16 left
+    # bad out ("100.0%*") and --sandtable-fail-under passed a suite with a failing task
+    result = project.runpytest("--sandtable-adaptive", "--sandtable-k=16", "--sandtable-agent=planted:agent",
+                               "--sandtable-out=out", "--sandtable-fail-under=90", "-p", "no:randomly",
+                               "-k", "good or bad")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # pass@16 ("at least one of 16 passes") counts good alone, and is marked for it
+    result.stdout.fnmatch_lines([
+        "pass^k     tasks    pass^1    pass^2    pass^4    pass^8    pass^16    pass@16",
+        "---------  -------  --------  --------  --------  --------  ---------  ---------",
+        "all tasks  2        50.0%     50.0%     50.0%     50.0%     50.0%      100.0%*",
+    ])
+    result.stdout.fnmatch_lines([
+        "pass^j above, from an adaptive sample (each task stopped once settled): a task settled unreliable counts "
+        "as failing at every j past its graded trials, any other task only with at least j; intervals are "
+        "anytime-valid, not Wilson",
+        "spent 18 trials where k=16 would take 32 (1.8x fewer)",
+        "14 trial items not needed: their task's verdict was settled first (pytest counts them as skipped; "
+        "-rs says why)",
+    ])
+    result.stdout.fnmatch_lines(["sandtable gate failed: pass^16 50.0% is below --sandtable-fail-under 90% by "
+                                 "40.0 points"])
+    summary = _results(project)["summary"]
+    assert [summary["pass_hat"][j] for j in ("1", "2", "3", "16")] == [0.5, 0.5, 0.5, 0.5]
+    assert summary["pass_hat_tasks"] == {str(j): 2 for j in range(1, 17)}
+    assert summary["pass_hat_ci"]["3"][0] < 0.5 < summary["pass_hat_ci"]["3"][1]
+    bad = next(e for e in summary["tasks"] if e["task"] == "bad")
+    assert (bad["pass_hat"]["3"], bad["pass_hat_ci"]["3"]) == (0.0, [0.0, 0.0])
+    # pass@j is "at least one of j passes", which a task settled unreliable may well do: left out
+    assert summary["pass_at"]["16"] == 1.0
+    assert summary["pass_at_tasks"] == {**{"1": 2, "2": 2}, **{str(j): 1 for j in range(3, 17)}}
+    html = project.path.joinpath("out", "report.html").read_text(encoding="utf-8")
+    assert '<td><b>all tasks</b></td><td>2</td><td>50.0%<br><span class="ci">0-92%</span></td>' in html
+    assert "<td>100.0%*<br>" in html  # pass@16, over good alone, marked
+    assert "<td>100.0%*<br>" not in html.split('class="scores pass_at"')[0]

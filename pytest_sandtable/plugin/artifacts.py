@@ -430,7 +430,7 @@ class Recorder:
                 from ..report.adaptive import terminal_lines
 
                 terminalreporter.write_line("")
-                for line in terminal_lines(report.results["adaptive"]):
+                for line in terminal_lines(report.results["adaptive"]) + _unneeded_lines(terminalreporter):
                     terminalreporter.write_line(line)
             if report.coverage:
                 terminalreporter.write_line("")
@@ -458,17 +458,24 @@ class Recorder:
                                  prices=run.prices)
         trials = _name_unknown_sides(self.spool.trials(), run)
         self.spool.rename_sides(trials)
+        section = self._adaptive(trials) if run.adaptive is not None else None
+        if section is None:
+            return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
+                                 floors=run.floors, prices=run.prices)
+        from ..report.adaptive import failing_tasks, honest_intervals
+
+        # a task settled unreliable counts as failing past its graded trials, the gate's figures too
         results = build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
-                                floors=run.floors, prices=run.prices)
-        if run.adaptive is not None:
-            self._adaptive(results, trials)
+                                floors=run.floors, prices=run.prices, failing=failing_tasks(section))
+        honest_intervals(results["summary"], section)
+        honest_intervals({"tasks": results["tasks"]}, section)
+        results["adaptive"] = section
         return results
 
-    def _adaptive(self, results: Results, trials: list[TrialResult]) -> None:
+    def _adaptive(self, trials: list[TrialResult]) -> AdaptiveSection:
         """--sandtable-adaptive: results.json's ``adaptive`` section, from the design and the
-        recorded trials (``report.adaptive``), and the summary's task intervals made the
-        anytime-valid ones."""
-        from ..report.adaptive import adaptive_section, honest_intervals
+        recorded trials (``report.adaptive``)."""
+        from ..report.adaptive import adaptive_section
 
         run = self.run
         a = run.adaptive
@@ -506,9 +513,7 @@ class Recorder:
 
             assert run.baseline is not None and run.baseline.agent is not None  # in_job
             section["regression"]["baseline_agent"] = public_spec(run.baseline.agent)
-        honest_intervals(results["summary"], section)
-        honest_intervals({"tasks": results["tasks"]}, section)
-        results["adaptive"] = section
+        return section
 
     def _against_baseline(self, results: Results) -> tuple[list[str], list[GateCheck] | None]:
         """Compare the run with ``--sandtable-baseline``: the lines the terminal summary shows,
@@ -886,6 +891,33 @@ def _critical_pairs(results: Results) -> list[GateCheck]:
                                            f"{plural(gains, 'gain')} in {plural(r['graded'], 'pair')} (a critical "
                                            f"task may not drop at all)"))
     return checks
+
+
+def _skip_reason(report: Any) -> str:
+    """A skipped item's reason as pytest's -rs shows it (without its ``Skipped: ``)."""
+    longrepr = getattr(report, "longrepr", None)
+    text = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr or "")
+    return text.removeprefix("Skipped: ")
+
+
+def _unneeded_lines(terminalreporter: Any) -> list[str]:
+    """What pytest's ``N skipped`` holds of an adaptive run: the trial items that were not
+    needed (their task's verdict settled first) and those a budget left unrun, each
+    counted from the items' own skip reasons (``plugin.adaptive``)."""
+    from ..report.fmt import plural
+
+    reasons = [_skip_reason(r) for r in terminalreporter.stats.get("skipped", ())]
+    settled = sum(r.startswith("not needed: task settled") for r in reasons)
+    budget = sum(r.startswith("not run: the run's") for r in reasons)
+    lines = []
+    if settled:
+        lines.append(f"{plural(settled, 'trial item')} not needed: {'its' if settled == 1 else 'their'} task's "
+                     f"verdict was settled first (pytest counts {'it' if settled == 1 else 'them'} as skipped; "
+                     f"-rs says why)")
+    if budget:
+        lines.append(f"{plural(budget, 'trial item')} not run: the run's budget was spent (pytest counts "
+                     f"{'it' if budget == 1 else 'them'} as skipped)")
+    return lines
 
 
 def _sequential_regression(section: AdaptiveSection, fisher: list[GateCheck],

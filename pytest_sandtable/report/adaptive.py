@@ -286,6 +286,12 @@ def regression_how(part: AdaptiveRegression) -> str:
     return f"{'paired ' * (part['design'] == 'paired')}sequential, e-BH at alpha {part['alpha']:g}"
 
 
+def failing_tasks(section: AdaptiveSection) -> frozenset[tuple[str, str]]:
+    """The (domain, task) of the tasks settled unreliable: the summary counts each as
+    failing at every j past its graded trials (``summary.summarize``'s ``failing``)."""
+    return frozenset((e["domain"], e["task"]) for e in section["tasks"] if e["verdict"] == "unreliable")
+
+
 def honest_intervals(summary: Any, section: AdaptiveSection) -> None:
     """In an adaptive run's summary, each task's ``rate_ci`` becomes its anytime-valid
     interval over the trials its verdict counted (a Wilson interval would not cover)."""
@@ -345,8 +351,9 @@ def terminal_lines(section: AdaptiveSection) -> list[str]:
     return [
         head,
         *tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True).splitlines(),
-        "pass^j above counts a task only with at least j graded trials, from an adaptive sample "
-        "(each task stopped once settled); intervals are anytime-valid, not Wilson",
+        "pass^j above, from an adaptive sample (each task stopped once settled): a task settled unreliable "
+        "counts as failing at every j past its graded trials, any other task only with at least j; "
+        "intervals are anytime-valid, not Wilson",
         saving_line(section),
     ]
 

@@ -1362,7 +1362,7 @@ def _score_table(groups: Sequence[tuple[str, Score]], js: Sequence[str], measure
     for label, score in groups:
         values: Mapping[str, float | None] = score.get(measure) or {}  # type: ignore[assignment]
         intervals: Mapping[str, Any] = score.get(f"{measure}_ci") or {}  # type: ignore[assignment]
-        counted = score.get("pass_hat_tasks") or {}
+        counted = (score.get("pass_at_tasks") if measure == "pass_at" else None) or score.get("pass_hat_tasks") or {}
         cells = []
         for j in js:
             fewer = "1" in counted and values.get(j) is not None and counted.get(j, 0) < counted["1"]
@@ -1391,7 +1391,7 @@ def _tags(s: Summary, blocks: _Blocks) -> str:
     every = sorted(s["pass_hat"], key=int)
     js = chosen_js(every)
     overall: Score = {"tasks": len(s["tasks"]), "pass_hat": s["pass_hat"]}
-    for field in ("pass_hat_ci", "pass_hat_tasks", "pass_at", "pass_at_ci"):
+    for field in ("pass_hat_ci", "pass_hat_tasks", "pass_at", "pass_at_ci", "pass_at_tasks"):
         if field in s:
             overall[field] = s[field]  # type: ignore[literal-required]
     groups: list[tuple[str, Score]] = [("<b>all tasks</b>", overall)]

@@ -38,7 +38,7 @@ from ..engine.results import ERRORED, TrialResult
 from .reading import StoredRun
 from .results_json import RunMeta, build_spooled, iso_utc
 from .spool import TrialSpool
-from .types import Results
+from .types import AdaptiveSection, Results
 
 __all__ = [
     "MAX_TRIAL_LINES",
@@ -370,8 +370,16 @@ def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles
         shards=run.get("shards"), command="regrade", collection_errors=run.get("collection_errors"),
         stopped_early=run.get("stopped_early"),
     )
+    section = _adaptive(spool, stored.doc.get("adaptive"))
+    from .adaptive import failing_tasks, honest_intervals
+
     results = build_spooled(spool, meta, fail_under=options.get("fail_under"),
-                            floors=options.get("floors") or {}, prices=prices)
+                            floors=options.get("floors") or {}, prices=prices,
+                            failing=failing_tasks(section) if section is not None else ())
+    if section is not None:
+        honest_intervals(results["summary"], section)
+        honest_intervals({"tasks": results["tasks"]}, section)
+        results["adaptive"] = section
     # the schema's optional `run.regraded` (1.2), which RunMeta does not write
     cast(dict[str, Any], results["run"])["regraded"] = {
         "from": str(stored.source),
@@ -380,24 +388,20 @@ def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles
                     for d in domains],
         "at": iso_utc(),
     }
-    _adaptive(results, spool, stored.doc.get("adaptive"))
     return results
 
 
-def _adaptive(results: Results, spool: TrialSpool, given: Any) -> None:
+def _adaptive(spool: TrialSpool, given: Any) -> AdaptiveSection | None:
     """An adaptive run's section, decided again from the regraded outcomes under the run's
     own design: a task may now settle at another trial (the later ones uncounted) or stay
-    open (its remaining trials never ran)."""
+    open (its remaining trials never ran). None for a run that was not adaptive."""
     if not given:
-        return
-    from .adaptive import adaptive_section, honest_intervals
+        return None
+    from .adaptive import adaptive_section
 
-    section = adaptive_section(given["design"], spool.trials(),
-                               tasks=[(t["domain"], t["task"]) for t in given.get("tasks") or ()],
-                               stopped=given.get("stopped"))
-    honest_intervals(results["summary"], section)
-    honest_intervals({"tasks": results["tasks"]}, section)
-    results["adaptive"] = section
+    return adaptive_section(given["design"], spool.trials(),
+                            tasks=[(t["domain"], t["task"]) for t in given.get("tasks") or ()],
+                            stopped=given.get("stopped"))
 
 
 # --------------------------------------------------------------------------- the files

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -207,12 +207,14 @@ def build_spooled(
     fail_under: float | None = None,
     floors: Mapping[str, float] | None = None,
     prices: Mapping[str, Mapping[str, float]] | None = None,
+    failing: Collection[tuple[str, str]] = (),
 ) -> Results:
     """:func:`build_results` for the trials of a spool: the summary and the gate from its
     light trials, ``trials`` the spooled ones, read from disk when written (see
-    :func:`write_run`)."""
+    :func:`write_run`). ``failing``: the tasks an adaptive run settled unreliable
+    (``summarize``'s, counted as failing past their graded trials, the gate's figures too)."""
     ts, stored = spool.ordered()
-    return _document(ts, stored, run_meta, fail_under=fail_under, floors=floors, prices=prices)
+    return _document(ts, stored, run_meta, fail_under=fail_under, floors=floors, prices=prices, failing=failing)
 
 
 def _document(
@@ -223,13 +225,14 @@ def _document(
     fail_under: float | None,
     floors: Mapping[str, float] | None,
     prices: Mapping[str, Mapping[str, float]] | None,
+    failing: Collection[tuple[str, str]] = (),
 ) -> Results:
     """The document around the trials ``stored`` (``ts``, in the same order, as the
     summary and the gate read them)."""
     from .gates import evaluate
     from .summary import summarize
 
-    summary = summarize(ts, k=run_meta.k, prices=prices)
+    summary = summarize(ts, k=run_meta.k, prices=prices, failing=failing)
     floors = dict(floors or {})
     outcome = evaluate(summary, fail_under, floors, ts, run_meta.collection_errors or (),
                        stopped_early=run_meta.stopped_early)

@@ -10,7 +10,7 @@ scoped by domain) are documented in docs/results.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -149,13 +149,19 @@ def _task_scores(c: int, n: int, js: tuple[str, ...]) -> tuple[PassHat, Interval
     return hat, hat_ci, at, at_ci
 
 
-def _task_summary(name: str, trials: Sequence[TrialResult], js: Sequence[str]) -> TaskSummary:
+def _task_summary(name: str, trials: Sequence[TrialResult], js: Sequence[str], failing: bool = False) -> TaskSummary:
     """A task's verdict, pass^j and pass@j, its success rate and their 95% intervals
-    over its trials (``trials`` all of the one task)."""
+    over its trials (``trials`` all of the one task). ``failing``: an adaptive run
+    settled the task unreliable, so at every j past its graded trials its pass^j counts
+    as failing (0, its interval [0, 0]) where it would be left out (see :func:`summarize`)."""
     first = trials[0]
     graded = len(_graded(trials))
     passed = sum(t.verdict == PASSED for t in trials)
     hat, hat_ci, at, at_ci = _task_scores(passed, graded, tuple(js))
+    if failing:
+        hat, hat_ci = dict(hat), dict(hat_ci)
+        for j in js[graded:]:
+            hat[j], hat_ci[j] = 0.0, [0.0, 0.0]
     return {
         "domain": first.domain,
         "task": first.task,
@@ -194,6 +200,13 @@ def _critical_then_worst(tasks: Iterable[TaskSummary]) -> list[TaskSummary]:
 # tasks with at least j graded trials: a task with fewer cannot be estimated at that j
 # (C(n, j) is 0). Every group, interval and j follows that one rule, and the tasks each j
 # counted are written beside it (``pass_hat_tasks``), so a pass^j over fewer tasks is seen.
+# One exception: a task an adaptive run settled unreliable (``failing``) was stopped because
+# it fails too often; past its graded trials its pass^j counts as failing (0), so that
+# stopping a failing task early can never raise the headline. In the bootstrap of pass^j it
+# is then a task of 0 passes in as many trials as the largest j, 0 in every resample. Its
+# pass@j (at least one of j passes, which a flaky task settled unreliable may well do) is
+# left out as before, and the tasks pass@j counted are written apart (``pass_at_tasks``)
+# where they differ from pass^j's.
 
 # Bootstrap work the end of a run may spend (resampled tasks plus estimate lookups, over
 # every group), about half a second; a run past it gets fewer resamples, never fewer j.
@@ -225,18 +238,47 @@ class _Scorer:
     the bootstrap's (:func:`stats.bootstrap_table`), once per distinct set of counts: a
     tag every task has costs nothing more than the overall score."""
 
-    def __init__(self, js: Sequence[str], resamples: int) -> None:
+    def __init__(self, js: Sequence[str], resamples: int, failing: Collection[tuple[str, str]] = ()) -> None:
         self.js = list(js)
         self.resamples = resamples
-        self._memo: dict[tuple[tuple[int, int], ...], dict[str, dict[int, stats.Interval | None]]] = {}
+        self.failing = frozenset(failing)
+        self._memo: dict[tuple[tuple[tuple[int, int], ...], tuple[int, ...], tuple[str, ...]],
+                         dict[str, dict[int, stats.Interval | None]]] = {}
+
+    def _fails(self, t: TaskSummary) -> bool:
+        return (t["domain"], t["task"]) in self.failing
+
+    def _counts_at(self, tasks: Sequence[TaskSummary], j: int) -> tuple[tuple[int, int], ...]:
+        """The counts the bootstrap draws from at j: a failing task short of j trials as
+        0 passes in as many trials as the largest j (0 in every resample)."""
+        top = int(self.js[-1])
+        return tuple(sorted((0, top) if self._fails(t) and t["graded"] < j else (t["passed"], t["graded"])
+                            for t in tasks))
+
+    def _table(self, counts: tuple[tuple[int, int], ...], js: tuple[int, ...],
+               measures: tuple[str, ...]) -> dict[str, dict[int, stats.Interval | None]]:
+        key = (counts, js, measures)
+        table = self._memo.get(key)
+        if table is None:
+            table = self._memo[key] = stats.bootstrap_table(counts, js, measures, resamples=self.resamples)
+        return table
 
     def _intervals(self, tasks: Sequence[TaskSummary]) -> dict[str, dict[int, stats.Interval | None]]:
-        counts = tuple(sorted((t["passed"], t["graded"]) for t in tasks))
-        table = self._memo.get(counts)
-        if table is None:
-            table = self._memo[counts] = stats.bootstrap_table(
-                counts, [int(j) for j in self.js], ("pass_hat", "pass_at"), resamples=self.resamples)
-        return table
+        """Per measure and j, the group's bootstrap interval, once per distinct set of counts:
+        every task as counted (pass@j, and pass^j wherever no failing task is short of j),
+        then pass^j at the j where a failing task counts as 0."""
+        js = tuple(int(j) for j in self.js)
+        plain = self._counts_at(tasks, 0)
+        table = self._table(plain, js, ("pass_hat", "pass_at"))
+        out = {"pass_hat": dict(table["pass_hat"]), "pass_at": table["pass_at"]}
+        failing_at: dict[tuple[tuple[int, int], ...], list[int]] = {}
+        for j in js:
+            counts = self._counts_at(tasks, j)
+            if counts != plain:
+                failing_at.setdefault(counts, []).append(j)
+        for counts, at_js in failing_at.items():
+            out["pass_hat"].update(self._table(counts, tuple(at_js), ("pass_hat",))["pass_hat"])
+        return out
 
     def score(self, tasks: Sequence[TaskSummary]) -> Score:
         """The group's score; the means add the tasks up in the order given. A group of
@@ -254,14 +296,18 @@ class _Scorer:
             table = self._intervals(tasks)
             hat_ci = {j: _around(table["pass_hat"][int(j)], hat[j]) for j in js}
             at_ci = {j: _around(table["pass_at"][int(j)], at[j]) for j in js}
-        return {
+        score: Score = {
             "tasks": len(tasks),
             "pass_hat": hat,
             "pass_hat_ci": hat_ci,
-            "pass_hat_tasks": {j: sum(e["graded"] >= int(j) for e in tasks) for j in js},
+            "pass_hat_tasks": {j: sum(e["graded"] >= int(j) or self._fails(e) for e in tasks) for j in js},
             "pass_at": at,
             "pass_at_ci": at_ci,
         }
+        at_tasks = {j: sum(e["graded"] >= int(j) for e in tasks) for j in js}
+        if at_tasks != score["pass_hat_tasks"]:
+            score["pass_at_tasks"] = at_tasks
+        return score
 
 
 def _tag_key(tag: str, domain: str, shared: Iterable[str], multi: bool) -> str:
@@ -471,7 +517,8 @@ def latency(trials: Iterable[TrialResult]) -> Latency:
 
 
 def _score_all(
-    entries: Sequence[tuple[TaskSummary, Sequence[str]]], js: Sequence[str]
+    entries: Sequence[tuple[TaskSummary, Sequence[str]]], js: Sequence[str],
+    failing: Collection[tuple[str, str]] = (),
 ) -> tuple[Score, dict[str, TagScore], dict[str, Score] | None, int]:
     """The overall score, per tag, per domain (None with one domain), and the bootstrap
     resamples they took. ``entries`` pairs each task, in the order of its first trial,
@@ -484,7 +531,7 @@ def _score_all(
     tag_groups = _tag_groups(entries, multi)
     groups = [tasks, *tag_groups.values(), *(domains.values() if multi else ())]
     resamples = _resamples(groups, js)
-    scorer = _Scorer(js, resamples)
+    scorer = _Scorer(js, resamples, failing)
     overall = scorer.score(tasks)
     tags = {key: _tag_score(scorer.score(ts), key, ts) for key, ts in tag_groups.items()}
     by_domain = {d: scorer.score(domains[d]) for d in sorted(domains)} if multi else None
@@ -497,19 +544,25 @@ def _interval_method(resamples: int) -> IntervalMethod:
 
 
 def summarize(
-    trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None
+    trials: Iterable[TrialResult], k: int | None = None, prices: Mapping[str, Mapping[str, float]] | None = None,
+    failing: Collection[tuple[str, str]] = (),
 ) -> Summary:
     """The run's figures. ``prices`` (model -> per-million-token prices) defaults to the
-    built-in list prices; models without a price get a cost of None ("n/a")."""
+    built-in list prices; models without a price get a cost of None ("n/a"). ``failing``:
+    the (domain, task) of the tasks an adaptive run settled unreliable; each counts as
+    failing in pass^j and pass@j at every j past its graded trials, where another task is
+    left out (a task stopped for failing must not drop out of the headline)."""
     trials = order_trials(trials)
     k = k or max((t.trial for t in trials), default=1)
     by_task = _trials_by_task(trials)
     js = pass_hat_js(by_task, k)
     names = _task_names(by_task)
     # the averages add the tasks up in the order of their trials; the table lists the worst first
-    entries = [(_task_summary(names[key], ts, js), list(ts[0].shared_tags or ())) for key, ts in by_task.items()]
+    failing = frozenset(failing)
+    entries = [(_task_summary(names[key], ts, js, (key[0], key[2]) in failing), list(ts[0].shared_tags or ()))
+               for key, ts in by_task.items()]
     tasks = [e for e, _ in entries]
-    overall, tags, by_domain, resamples = _score_all(entries, js)
+    overall, tags, by_domain, resamples = _score_all(entries, js, failing)
     errored = errored_trials(trials)
     usage = usage_totals(trials)
     summary: Summary = {
@@ -538,6 +591,8 @@ def summarize(
         "domains": sorted({t.domain for t in trials}),
         "intervals": _interval_method(resamples),
     }
+    if "pass_at_tasks" in overall:
+        summary["pass_at_tasks"] = overall["pass_at_tasks"]
     if by_domain is not None:
         summary["domain_scores"] = by_domain
     return summary

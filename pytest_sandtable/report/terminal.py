@@ -70,16 +70,16 @@ def _score_rows(label: str, score: Mapping[str, Any], js: Sequence[str], top: st
     base = counted.get("1")
     marked = False
 
-    def cell(value: float | None, j: str) -> str:
+    def cell(value: float | None, j: str, counts: Mapping[str, int]) -> str:
         nonlocal marked
-        fewer = base is not None and value is not None and counted.get(j, base) < base
+        fewer = base is not None and value is not None and counts.get(j, base) < base
         marked = marked or fewer
         return pct(value) + (FEWER_MARK if fewer else "")
 
     hat, at = score.get("pass_hat") or {}, score.get("pass_at")
-    row = [label, str(score["tasks"]), *(cell(hat.get(j), j) for j in js)]
+    row = [label, str(score["tasks"]), *(cell(hat.get(j), j, counted) for j in js)]
     if at is not None:
-        row.append(cell(at.get(top), top))
+        row.append(cell(at.get(top), top, score.get("pass_at_tasks") or counted))
     rows = [row]
     hat_ci, at_ci = score.get("pass_hat_ci"), score.get("pass_at_ci")
     if hat_ci is not None and any(hat_ci.get(j) for j in js):

@@ -82,6 +82,7 @@ class Score(TypedDict):
     pass_hat_tasks: NotRequired[TasksPerJ]
     pass_at: NotRequired[PassHat]
     pass_at_ci: NotRequired[Intervals]
+    pass_at_tasks: NotRequired[TasksPerJ]  # only where pass@j counted other tasks than pass^j (adaptive)
 
 
 class TagScore(Score):
@@ -218,6 +219,7 @@ class Summary(TypedDict):
     pass_hat_tasks: NotRequired[TasksPerJ]
     pass_at: NotRequired[PassHat]
     pass_at_ci: NotRequired[Intervals]
+    pass_at_tasks: NotRequired[TasksPerJ]  # only where pass@j counted other tasks than pass^j (adaptive)
     tags: dict[str, TagScore]
     domain_scores: NotRequired[dict[str, Score]]  # since 1.2, only with several domains
     tasks: list[TaskSummary]
