@@ -293,3 +293,34 @@ def test_a_task_settled_unreliable_counts_as_failing_in_the_headline(project: py
     assert '<td><b>all tasks</b></td><td>2</td><td>50.0%<br><span class="ci">0-92%</span></td>' in html
     assert "<td>100.0%*<br>" in html  # pass@16, over good alone, marked
     assert "<td>100.0%*<br>" not in html.split('class="scores pass_at"')[0]
+
+
+def test_a_subnormal_alpha_is_the_design_s_usage_error(project: pytest.Pytester) -> None:
+    # 1 / 1e-320 overflows: it gave INTERNALERROR (exit 3)
+    result = project.runpytest("--sandtable-agent=planted:agent", "--sandtable-adaptive", "--sandtable-alpha=1e-320")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --sandtable-adaptive: certifying 0.8 at alpha = 1e-320 needs at least 3825 "
+                                 "trials; the cap is 32"])
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ("over", "tasks[0] (planted/bad): passed 9 is more than its 2 graded trials"),
+    ("dup", "trials[4] repeats planted/good trial 1 (trials[0]): a trial's number fixes its seed, so a repeat is "
+            "the same trial twice and would be counted twice"),
+])
+def test_a_baseline_whose_counts_cannot_be_is_one_usage_error(project: pytest.Pytester, edit: str,
+                                                              message: str) -> None:
+    project.runpytest("--sandtable-agent=planted:agent", "--sandtable-k=2", "--sandtable-out=base",
+                      "-p", "no:randomly", "-k", "good or bad")
+    doc = json.loads(project.path.joinpath("base", "results.json").read_text())
+    bad = next(i for i, t in enumerate(doc["tasks"]) if t["task"] == "bad")
+    assert bad == 0
+    if edit == "over":
+        doc["tasks"][0]["passed"] = 9
+    else:
+        doc["trials"].append(doc["trials"][0])
+    project.path.joinpath("edited.json").write_text(json.dumps(doc), encoding="utf-8")
+    for extra in ([], ["--sandtable-adaptive"]):
+        result = project.runpytest("--sandtable-agent=planted:agent", "--sandtable-baseline=edited.json", *extra)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --sandtable-baseline: edited.json: {message}"])

@@ -742,7 +742,7 @@ def _baseline(config: pytest.Config) -> Baseline | None:
         return None
     from ..report.compare import CompareError, parse_alpha
     from ..report.gates import parse_pct
-    from ..report.results_json import ResultsError, read_results
+    from ..report.results_json import ResultsError, counts_problem, read_results
 
     try:
         alpha = parse_alpha(raw_alpha, "--sandtable-regression-alpha")
@@ -756,6 +756,10 @@ def _baseline(config: pytest.Config) -> Baseline | None:
             doc = read_results(path)
         except ResultsError as e:
             raise pytest.UsageError(f"--sandtable-baseline: {_shown(e.file, config)}: {e.problem}") from None
+        problem = counts_problem(doc)
+        if problem is not None:
+            shown = _shown(str(path / "results.json" if path.is_dir() else path), config)
+            raise pytest.UsageError(f"--sandtable-baseline: {shown}: {problem}")
     return Baseline(given=raw, path=path, fail_on_regression=fail, alpha=alpha, max_drop=max_drop,
                     alpha_given=raw_alpha is not None, paired=paired, doc=doc)
 
@@ -826,6 +830,11 @@ def _check_stored(baseline: Baseline, adaptive: Adaptive) -> None:
     tests = {key: StoredRegression(p, n, alpha=level, beta=adaptive.beta, cap=adaptive.cap)
              for key, (p, n) in counts.items()}
     able = [(t.least_trials(), key) for key, t in tests.items() if t.sequence is not None]
+    if not able and any(p > 0 for p, _ in counts.values()):
+        raise pytest.UsageError(
+            f"--sandtable-baseline: at alpha = {level!r} ({alpha!r} over the baseline's {len(counts)} tasks) the "
+            f"baseline's lower bounds are 0 to a float's precision, so no task could say \"regressed\": give a "
+            f"larger --sandtable-regression-alpha (or --sandtable-alpha)")
     if not able or any(tests[key].can_regress for _, key in able):
         return
     least, key = min(able)

@@ -556,6 +556,29 @@ def validate_results(data: Any, file: str | os.PathLike[str] = "results.json") -
         )
 
 
+def counts_problem(data: Mapping[str, Any]) -> str | None:
+    """What makes a results.json's counts unusable as a baseline, or None: a task of
+    ``tasks[]`` whose passes exceed its graded trials or whose graded trials exceed its
+    trials (the schema cannot say that), or a trial of ``trials[]`` repeated (the same
+    domain, task and trial number twice: a trial's number fixes its seed, so it is one
+    trial, and counting it twice would weigh it double)."""
+    for i, t in enumerate(data.get("tasks") or ()):
+        name = f"tasks[{i}] ({t.get('domain')}/{t.get('task')})"
+        trials, graded, passed = (int(t.get(key) or 0) for key in ("trials", "graded", "passed"))
+        if passed > graded:
+            return f"{name}: passed {passed} is more than its {plural(graded, 'graded trial')}"
+        if graded > trials:
+            return f"{name}: graded {graded} is more than its {plural(trials, 'trial')}"
+    seen: dict[tuple[str, str, int], int] = {}
+    for i, t in enumerate(data.get("trials") or ()):
+        key = (str(t.get("domain")), str(t.get("task")), int(t.get("trial") or 0))
+        if key in seen:
+            return (f"trials[{i}] repeats {key[0]}/{key[1]} trial {key[2]} (trials[{seen[key]}]): a trial's number "
+                    f"fixes its seed, so a repeat is the same trial twice and would be counted twice")
+        seen[key] = i
+    return None
+
+
 MAX_RESULTS_BYTES = 4 * 2**30
 """The largest results.json read whole (``report``, ``merge``, ``--sandtable-baseline``,
 and a file not in the writer's layout): a run of 20,000 trials writes a few hundred MB.

@@ -15,6 +15,7 @@ by beta. Wald's thresholds log((1 - beta) / alpha) hold the errors only approxim
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 # A boundary counts as reached within this much of the log likelihood ratio: the sums
@@ -53,12 +54,12 @@ class Design:
         least = self.least_trials()
         if self.cap < least:
             raise DesignError(
-                f"certifying {self.p0:g} at alpha = {self.alpha:g} needs at least {least} trials; "
+                f"certifying {self.p0:g} at alpha = {_shown(self.alpha)} needs at least {least} trials; "
                 f"the cap is {self.cap}")
         fails = self.least_failures()
         if self.cap < fails:
             raise DesignError(
-                f"ruling out {self.p1:g} at beta = {self.beta:g} needs at least {fails} trials; "
+                f"ruling out {self.p1:g} at beta = {_shown(self.beta)} needs at least {fails} trials; "
                 f"the cap is {self.cap}")
 
     def _check_rates(self) -> None:
@@ -88,7 +89,7 @@ class Design:
         """"reliable" once the log likelihood ratio reaches log(1/alpha) (Ville's inequality:
         at p = p0 the ratio is a nonnegative martingale, so it ever reaches 1/alpha with
         probability at most alpha, however often it is looked at)."""
-        return math.log(1.0 / self.alpha)
+        return -math.log(self.alpha)
 
     @property
     def lower(self) -> float:
@@ -129,4 +130,9 @@ class Design:
 
 
 def _shown(value: object) -> str:
-    return f"{value:g}" if _number(value) else repr(value)
+    """A parameter as a message shows it: ``0.05``; a subnormal float as given (``1e-320``,
+    which ``:g`` would print as ``9.99989e-321``); anything else by its repr."""
+    if not _number(value):
+        return repr(value)
+    assert isinstance(value, (int, float))
+    return repr(value) if value and abs(value) < sys.float_info.min else f"{value:g}"

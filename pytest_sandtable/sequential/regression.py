@@ -105,7 +105,7 @@ class PairedRegression:
 
     def least_pairs(self) -> int:
         """The fewest pairs, all drops, that say "regressed"."""
-        upper = math.log(1.0 / self.alpha) - TOLERANCE
+        upper = -math.log(self.alpha) - TOLERANCE
         n = 1
         while self._log_mixture(n, 0) < upper:
             n += 1
@@ -120,7 +120,7 @@ class PairedRegression:
         elif new_passed and not base_passed:
             self.gains += 1
         self.log_e = self._log_mixture(self.drops, self.gains)
-        if self.log_e >= math.log(1.0 / self.alpha) - TOLERANCE:
+        if self.log_e >= -math.log(self.alpha) - TOLERANCE:
             self.verdict = "regressed"
         elif self._log_lr(self.q2, self.drops, self.gains) <= math.log(self.beta) + TOLERANCE:
             self.verdict = "no-regression"
@@ -238,16 +238,23 @@ class StoredRegression:
             raise DesignError(f"the drop must be between 0 and 1 (exclusive), not {drop!r}")
         self.base_passes, self.base_n = base_passes, base_n
         self.alpha, self.beta, self.cap, self.drop = alpha, beta, cap, drop
-        self.floor = clopper_pearson_lower(base_passes, base_n, alpha / 2.0)
+        half = alpha / 2.0
+        self.floor = clopper_pearson_lower(base_passes, base_n, half) if half > 0.0 else 0.0
         self.verdict: RegressionVerdict | None = None
         self.sequence: TaskSequence | None = None
-        if self.floor <= 0.0:
-            self.verdict = "no-regression"
+        if base_passes == 0:
+            self.verdict = "no-regression"  # nothing to drop from
             return
         target = max(self.floor - drop, self.floor / 2.0)
         # The task SPRT with the roles turned: its "p0" is the drop, its "p1" the floor, its
         # beta (a wrong "unreliable" at p1) our alpha/2, its alpha our beta.
-        self.sequence = TaskSequence(Design(p0=target, p1=self.floor, alpha=beta, beta=alpha / 2.0, cap=cap))
+        design = Design(p0=target, p1=self.floor, alpha=beta, beta=half, cap=cap) if self.floor > 0.0 else None
+        if design is None or design.step_fail == 0.0 or design.step_pass == 0.0:
+            # at so small a level the floor is 0, or a failure tells it from the drop by
+            # nothing a float holds: no trial could move the test (`can_regress` is False)
+            self.verdict = "inconclusive"
+            return
+        self.sequence = TaskSequence(design)
 
     def least_trials(self) -> int:
         """The fewest trials, all failing, that say "regressed" (0 when it never can)."""
