@@ -411,22 +411,20 @@ def user_script(task: TelecomTask, user_tools: Sequence[Mapping[str, Any]]) -> l
     """The scripted user's lines: the opening (unless the history ends with the user's message),
     then a call line per gold user action, in τ²'s order, then one per other instruction of
     :data:`INSTRUCTIONS` the phone's tools (``user_tools``) can follow; each waits for an agent
-    reply that asks for it. A gold action the task
-    makes again waits also for the user action made before it (``user_called``), so that one
-    request is one call. What the user says after acting, or when asked nothing it can do, is the
-    task's ``say_unknown`` (:data:`USER_NEXT`)."""
+    reply that asks for it. Before a gold action the task makes again, a line that says
+    :data:`USER_NEXT` once the user has made it and is asked for it: the request that makes the
+    first ends the user's turn there, so that one request is one call. What the user says after
+    acting, or when asked nothing it can do, is the task's ``say_unknown`` (:data:`USER_NEXT`)."""
     opens = not (task.history and task.history[-1]["role"] == "user")
     lines: list[str | dict[str, Any]] = [OPENING_LINE] if opens else []
     done: list[tuple[str, dict[str, Any]]] = []
     for name, args, who, _ in task.actions:
         if who != "user":
             continue
-        when: dict[str, Any] = {"reply_matches": _instruction(name, args)[1]}
+        pattern = _instruction(name, args)[1]
         if (name, args) in done:
-            before = next((n for n, a in reversed(done) if (n, a) != (name, args)), None)
-            if before is not None:
-                when["user_called"] = [before]
-        lines.append({"call": name, "args": args, "when": when})
+            lines.append({"say": USER_NEXT, "when": {"reply_matches": pattern, "user_called": [name]}})
+        lines.append({"call": name, "args": args, "when": {"reply_matches": pattern}})
         done.append((name, args))
     lines += [{"call": name, "args": args, "when": {"reply_matches": pattern}}
               for name, args, pattern in _followed(user_tools) if (name, args) not in done]
