@@ -565,11 +565,11 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
         passed, rewarded = not failed, answer["reward"] == 1.0
         tally.passed += passed
         tally.rewarded += rewarded
-        kind = tally.agents.setdefault(agent_kind(label), [0, 0, 0, 0])  # lists, agree, ours passed, τ² 1.0
-        kind[0] += 1
-        kind[1] += passed == rewarded
-        kind[2] += passed
-        kind[3] += rewarded
+        by = tally.agents.setdefault(agent_kind(label), [0, 0, 0, 0])  # lists, agree, ours passed, τ² 1.0
+        by[0] += 1
+        by[1] += passed == rewarded
+        by[2] += passed
+        by[3] += rewarded
         if passed == rewarded:
             tally.agree += 1
         else:

@@ -99,7 +99,7 @@ INSTRUCTIONS: list[tuple[str, dict[str, Any], str, str]] = [
        rf"(?:set_network_mode_preference|network (?:mode|type))[^.?!]{{0,40}}(?:{pattern})")
       for mode, (words, pattern) in _MODES.items()],
     *[("grant_app_permission", {"app_name": app, "permission": perm}, f"grant the {app} app the {perm} permission",
-       rf"grant(?:_app_permission)?\W[^.?!]{{0,40}}{app}\W[^.?!]{{0,40}}{perm}")
+       rf"grant(?:_app_permission)?\W[^.?!]{{0,40}}{app}\W[^.?!]{{0,40}}\b{perm}\b(?: permission|[\"'])")
       for app in ("messaging", "browser") for perm in ("sms", "storage", "phone", "network")],
 ]
 
