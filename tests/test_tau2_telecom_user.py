@@ -89,7 +89,8 @@ def test_one_wrong_instruction_is_followed_and_fails(tmp_path: Path) -> None:
     imported(tmp_path, FIXTURE)
     assert run(tmp_path, "agents:one_wrong") == (1, [DATA_OFF], "1 failed, 2 passed")
     results = sorted((tmp_path / ".sandtable" / "runs").glob("*/results.json"))[-1].read_text(encoding="utf-8")
-    trial = json.loads(next(line for line in results.splitlines() if f'"task":"{DATA_OFF}"' in line).strip().rstrip(","))
+    line = next(line for line in results.splitlines() if f'"task":"{DATA_OFF}"' in line)
+    trial = json.loads(line.strip().rstrip(","))
     assert [(c["tool"], c["args"]) for c in trial["calls"] if c.get("by") == "user"] == [
         ("toggle_roaming", {}), ("set_network_mode_preference", {"mode": "4g_5g_preferred"})]
     assert [(c["id"], c.get("counted", True)) for c in trial["checks"] if not c["passed"]] == [
