@@ -325,20 +325,26 @@ SAMPLE = ("[service_issue]airplane_mode_on|overdue_bill_suspension|unseat_sim_ca
 ])
 def test_the_engines_verdicts_and_worlds_agree_with_tau2s(tmp_path: Path, level: str, how: str) -> None:
     """Each list of the three tasks (gold, each agent write dropped, each argument of one changed,
-    each user action dropped) as an engine trial of the imported domain (the reference agent and
-    the scripted user playing it), and as the handlers alone: the verdicts equal τ²'s rewards (and
-    each reward component), the final carrier DB and phone equal τ²'s field by field, and (engine)
-    each call of the trial succeeds or fails as τ²'s."""
+    each user action dropped; the do-nothing agent's; each user action replaced by one wrong
+    instruction) as an engine trial of the imported domain (its scripted user as imported, doing
+    what the agent asks; the reference agent playing the list, or the do-nothing agent), and as the
+    handlers alone: the verdicts equal τ²'s rewards (and each reward component), the final carrier
+    DB and phone equal τ²'s field by field, and (engine) each call of the trial succeeds or fails as
+    τ²'s. The do-nothing agent passes none, as in τ²; a wrong instruction passes where τ² says so."""
     r = subprocess.run([sys.executable, str(HERE.parent / "benchmarks" / "bench_tau2_agreement.py"),
                         "--tau2", str(TAU2), "--python", str(TAU2_PYTHON), "--domain", "telecom",
                         "--level", level, "--task-ids", SAMPLE], cwd=tmp_path, capture_output=True, text=True,
                        timeout=1800)
     assert (r.returncode, r.stderr) == (0, "")
-    head, verdicts, data, parts, *calls = r.stdout.splitlines()
-    assert head.startswith("telecom: 3 tasks (base split), 30 action lists (")
+    head, verdicts, data, parts, *rest = r.stdout.splitlines()
+    assert head.startswith("telecom: 3 tasks (base split), 46 action lists (")
     assert head.endswith(f" s); {how}")
-    assert verdicts == "  verdict = τ² reward: 30/30 (ours passed 4, τ² gave 1.0 to 4)"
-    assert data == "  same final data:     30/30"
-    assert parts == "  per component:       ENV_ASSERTION 30/30"
-    assert calls == (["  same calls:          30/30 (each call's tool, side and failure as τ²'s)"]
-                     if level == "engine" else [])
+    assert verdicts == "  verdict = τ² reward: 46/46 (ours passed 6, τ² gave 1.0 to 6)"
+    assert data == "  same final data:     46/46"
+    assert parts == "  per component:       ENV_ASSERTION 46/46"
+    assert rest == [
+        *(["  same calls:          46/46 (each call's tool, side and failure as τ²'s)"] if level == "engine" else []),
+        "  reference agent, each list: 30/30 (ours passed 4, τ² gave 1.0 to 4)",
+        "  do-nothing agent:         3/3 (ours passed 0, τ² gave 1.0 to 0)",
+        "  one wrong instruction:     13/13 (ours passed 2, τ² gave 1.0 to 2)",
+    ]

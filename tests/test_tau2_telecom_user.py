@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sandtable.importer.tau2_telecom import INSTRUCTIONS, ask
-
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "data" / "tau2_repo" / "data" / "tau2" / "domains" / "telecom"
 TAU2 = os.environ.get("TAU2_BENCH_PATH")
@@ -100,6 +98,8 @@ def test_one_wrong_instruction_is_followed_and_fails(tmp_path: Path) -> None:
 def test_each_request_is_heard_as_its_own_instruction_only() -> None:
     """The words the reference says for each instruction match that instruction's pattern and no
     other's, so that the caller makes the call it was asked for, and no second one."""
+    from pytest_sandtable.importer.tau2_telecom import INSTRUCTIONS, ask
+
     for name, args, _, _ in INSTRUCTIONS:
         heard = [(n, a) for n, a, _, pattern in INSTRUCTIONS if re.search(pattern, ask(name, args), re.IGNORECASE)]
         assert heard == [(name, args)], ask(name, args)
@@ -112,3 +112,21 @@ def test_tau2s_telecom_a_do_nothing_agent_passes_none_of_114(tmp_path: Path) -> 
     status, failed, counts = run(tmp_path, "agents:do_nothing")
     assert (status, len(failed), counts) == (1, 114, "114 failed")
     assert run(tmp_path, "reference") == (0, [], "114 passed")
+
+
+def test_lint_notes_the_instructions_the_reference_never_gives(tmp_path: Path) -> None:
+    """The call lines the reference never triggers are what the caller does if asked: one note per
+    task, not a warning per line (lint exits 0); no task passes when the agent does nothing."""
+    out = imported(tmp_path, FIXTURE)
+    r = subprocess.run([sys.executable, "-m", "pytest_sandtable", "lint", str(out / "sandtable.yaml")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    notes = [line.split(": note: ", 1)[1] for line in r.stdout.splitlines() if ": note: " in line]
+    assert (r.returncode, notes) == (0, [
+        f"{DATA_OFF}: 2 call lines of the scripted user never said when the reference runs (toggle_roaming, "
+        "set_network_mode_preference): what the caller does if an agent asks for it; no expectation needs them",
+        f"{ROAMING}: 3 call lines of the scripted user never said when the reference runs (toggle_data, "
+        "set_network_mode_preference): what the caller does if an agent asks for it; no expectation needs them",
+        f"{HISTORY}: 4 call lines of the scripted user never said when the reference runs (toggle_data, "
+        "toggle_roaming, set_network_mode_preference): what the caller does if an agent asks for it; no "
+        "expectation needs them",
+    ])
