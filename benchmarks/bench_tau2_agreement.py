@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sandtable.domain.loader import load_domain
-from pytest_sandtable.domain.model import Assertion, Domain, RefStep, ScriptLine, Task
+from pytest_sandtable.domain.model import Assertion, Domain, RefStep, Task
 from pytest_sandtable.engine.handlers import ToolError
 from pytest_sandtable.engine.reference import ReferenceAgent
 from pytest_sandtable.engine.reference_world import reference_world
@@ -237,6 +237,8 @@ class Tally:
     # telecom: per component of τ²'s reward (its breakdown), [lists graded on it, ours the same]
     parts: dict[str, list[int]] = field(default_factory=dict)
     same_steps: int = 0  # telecom, engine: lists whose calls succeeded and failed as τ²'s did
+    # telecom: per agent (agent_kind), [lists, verdict = τ² reward, ours passed, τ² gave 1.0]
+    agents: dict[str, list[int]] = field(default_factory=dict)
 
 
 def compare(python: str, ours: Ours, tasks: list[Any], tally: Tally) -> None:
@@ -288,7 +290,9 @@ TELECOM_PARTS = {"ENV_ASSERTION": "assert:", "ACTION": "called:"}
 
 def telecom_variants(actions: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """The gold list; each agent write dropped; each argument of each agent write changed; each
-    user action dropped (the lists of ``tau2_oracle.py --perturb``)."""
+    user action dropped (the lists of ``tau2_oracle.py --perturb``); then the lists of the two other
+    agents: the do-nothing agent's (no call) and, for each user action, the list with it replaced by
+    one wrong instruction (:func:`wrong_instruction`)."""
     yield "gold", actions
     for i, action in enumerate(actions):
         name = action["name"]
@@ -302,6 +306,47 @@ def telecom_variants(actions: list[dict[str, Any]]) -> Iterator[tuple[str, list[
         for key, value in action["arguments"].items():
             yield f"change {i + 1} {name}.{key}", [*actions[:i], {**action, "arguments": {**action["arguments"],
                                                    key: _changed(value)}}, *actions[i + 1:]]
+    yield DO_NOTHING, []
+    for i, action in enumerate(actions):
+        wrong = wrong_instruction(actions, i) if action["requestor"] == "user" else None
+        if wrong is not None:
+            yield (f"{WRONG} {i + 1} user {action['name']} -> {wrong['name']}"
+                   f"{json.dumps(wrong['arguments']) if wrong['arguments'] else ''}",
+                   [*actions[:i], wrong, *actions[i + 1:]])
+
+
+DO_NOTHING = "do-nothing"  # the agent that only says DO_NOTHING_REPLY
+DO_NOTHING_REPLY = "I cannot help with that."
+WRONG = "wrong"  # the reference agent with one instruction to the user replaced by a wrong one
+
+
+def wrong_instruction(actions: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """The wrong instruction in place of user action ``i``: the next instruction the imported caller
+    follows (``tau2_telecom.INSTRUCTIONS``, in order, from the one after action ``i``'s) that the
+    list's user actions do not make; None when action ``i`` is no instruction of that table."""
+    from pytest_sandtable.importer.tau2_telecom import INSTRUCTIONS
+
+    table = [(name, args) for name, args, _, _ in INSTRUCTIONS]
+    made = [(a["name"], a["arguments"]) for a in actions if a["requestor"] == "user"]
+    here = (actions[i]["name"], actions[i]["arguments"])
+    if here not in table:
+        return None
+    at = table.index(here)
+    for step in range(1, len(table)):
+        name, args = table[(at + step) % len(table)]
+        if (name, args) not in made:
+            return {"name": name, "arguments": dict(args), "requestor": "user"}
+    return None
+
+
+AGENTS = {"reference": "reference agent, each list: ", DO_NOTHING: "do-nothing agent:         ",
+          WRONG: "one wrong instruction:     "}
+
+
+def agent_kind(label: str) -> str:
+    """Which agent plays a list of :func:`telecom_variants`: the reference agent playing the list,
+    the do-nothing agent, or the reference agent with one wrong instruction."""
+    return label if label == DO_NOTHING else WRONG if label.startswith(WRONG + " ") else "reference"
 
 
 def telecom_world_text(read: Any) -> str:
@@ -410,27 +455,36 @@ def _captured() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return importlib.import_module("bench_tau2_agreement").FINAL  # type: ignore[no-any-return]
 
 
-def telecom_engine(domain: Domain, task: Task, read: Any, actions: list[dict[str, Any]]) -> tuple[Any, Any]:
-    """One engine trial of ``task`` with ``actions`` played: its reference replaced by the list's
-    agent actions and its scripted user's script by the list's user actions, both as the importer
-    builds them from τ²'s gold actions (``played_actions``); the reference agent and the scripted
-    user play them. The task's expectations are its own (telecom's bases are ENV_ASSERTION and
-    ACTION: none compares with the reference's world), plus :func:`final_worlds`. The trial's
-    result, and its final worlds (None if the trial never reached its grading)."""
+class DoNothing:
+    """The do-nothing agent: no call, and "I cannot help with that." every turn."""
+
+    name = "do-nothing"
+    inline = True
+
+    def __call__(self, turn: Any) -> str:
+        return DO_NOTHING_REPLY
+
+
+def telecom_engine(domain: Domain, task: Task, read: Any, actions: list[dict[str, Any]],
+                   label: str = "gold") -> tuple[Any, Any]:
+    """One engine trial of ``task`` as imported, its scripted user unchanged (it does what the agent
+    asks), with the reference agent playing ``actions``: its reference replaced by the list's agent
+    calls and, for each user action, its request, as the importer builds the reference from τ²'s
+    gold actions (``played_actions``); the do-nothing agent for :data:`DO_NOTHING`. The task's
+    expectations are its own (telecom's bases are ENV_ASSERTION and ACTION: none compares with the
+    reference's world), plus :func:`final_worlds`. The trial's result, and its final worlds (None
+    if the trial never reached its grading)."""
     from pytest_sandtable.importer.tau2_telecom import played_actions
 
-    script, steps = played_actions(read, [(a["name"], a["arguments"], a["requestor"]) for a in actions])
-    user = dataclasses.replace(task.user, script=[
-        ScriptLine(say=line) if isinstance(line, str) else ScriptLine(say="", call=line["call"],
-                                                                       args=copy.deepcopy(line["args"]))
-        for line in script])
+    steps = played_actions(read, [(a["name"], a["arguments"], a["requestor"]) for a in actions])
     reference = [RefStep(call=s["call"], args=copy.deepcopy(s["args"])) if "call" in s else RefStep(say=s["say"])
                  for s in steps]
     expect = dataclasses.replace(task.expect, asserts=[*task.expect.asserts, CAPTURE])
-    played = dataclasses.replace(task, user=user, reference=reference, expect=expect)
+    played = dataclasses.replace(task, reference=reference, expect=expect)
     final = _captured()
     final.clear()
-    result = run_trial(domain, played, ReferenceAgent(), ScriptedUser())
+    agent: Any = DoNothing() if label == DO_NOTHING else ReferenceAgent()
+    result = run_trial(domain, played, agent, ScriptedUser())
     return result, (final[-1] if final else None)
 
 
@@ -481,7 +535,8 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
     ids = [t.raw_id for t in read.tasks if wanted is None or t.raw_id in wanted][:limit]
     raw, plan = telecom_plan(path, ids)
     answers = oracle(python, [{"domain": "telecom", "task_id": tid, "actions": played,
-                               "reply": reference_reply(by_id[tid])} for tid, _, played in plan])
+                               "reply": DO_NOTHING_REPLY if label == DO_NOTHING else reference_reply(by_id[tid])}
+                              for tid, label, played in plan])
     seed = {b["bill_id"] for b in read.data["bills"]}
     if level == "engine":
         domain = load_domain(import_telecom(path, out, split, force=True).domain_file)
@@ -493,7 +548,7 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
             tally.disagreements.append(f"{where}: τ² oracle: {answer['error']}")
             continue
         if level == "engine":
-            result, worlds = telecom_engine(domain, domain.task(by_id[tid].id), by_id[tid], played)
+            result, worlds = telecom_engine(domain, domain.task(by_id[tid].id), by_id[tid], played, label)
             if result.verdict == "errored" or worlds is None:
                 tally.lists += 1
                 tally.disagreements.append(f"{where}: our trial errored: {result.error}")
@@ -510,6 +565,11 @@ def compare_telecom(python: str, path: Path, split: str, wanted: list[str] | Non
         passed, rewarded = not failed, answer["reward"] == 1.0
         tally.passed += passed
         tally.rewarded += rewarded
+        by = tally.agents.setdefault(agent_kind(label), [0, 0, 0, 0])  # lists, agree, ours passed, τ² 1.0
+        by[0] += 1
+        by[1] += passed == rewarded
+        by[2] += passed
+        by[3] += rewarded
         if passed == rewarded:
             tally.agree += 1
         else:
@@ -574,6 +634,9 @@ def main() -> int:
                 if args.level == "engine":
                     print(f"  same calls:          {tally.same_steps}/{tally.lists} (each call's tool, side and "
                           "failure as τ²'s)")
+                for kind, words in AGENTS.items():
+                    lists, same, ours_passed, rewarded = tally.agents.get(kind, [0, 0, 0, 0])
+                    print(f"  {words}{same}/{lists} (ours passed {ours_passed}, τ² gave 1.0 to {rewarded})")
                 for line in tally.disagreements:
                     print(f"  - {line}")
                 status |= bool(tally.disagreements)

@@ -29,7 +29,16 @@ REPO = HERE / "data" / "tau2_repo"
 FIXTURE = REPO / "data" / "tau2" / "domains" / "telecom"
 TEMPLATE = HERE.parent / "pytest_sandtable" / "importer" / "templates" / "tau2_telecom_handlers.py"
 H = "tau2_telecom_handlers"
-ASK = "Could you please do this on your phone, and tell me when it is done?"
+NEXT = "OK. What next?"
+DATA = {"reply_matches": "toggle_data(?!_)|(?:turn|switch|toggle|enable|disable)[^.?!]{0,20}mobile data(?! saver)"}
+ROAM = {"reply_matches": "toggle_roaming|(?:turn|switch|toggle|enable|disable)[^.?!]{0,20}roaming"}
+MODE = "(?:set_network_mode_preference|network (?:mode|type))[^.?!]{0,40}(?:"
+FOUR = {"reply_matches": MODE + "4g_5g_preferred|4g ?/ ?5g)"}
+TWO = {"reply_matches": MODE + "2g[ _]only)"}
+
+
+def asks(what: str) -> dict[str, str]:
+    return {"say": f"Please {what} on your phone, and tell me when it is done."}
 
 
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -111,16 +120,21 @@ def test_setup_steps_user_calls_and_assertions(doc: dict[str, Any]) -> None:
         ],
         "user": {"instructions": "Your mobile data does not work.\n\nYou are Ada Quill with phone number "
                                  "555-000-0101.\n\nDo what the agent asks.",
-                 "script": ["Hi, I need some help.", {"call": "toggle_data", "args": {}},
-                            {"call": "set_network_mode_preference", "args": {"mode": "4g_5g_preferred"}},
-                            "Done. What next?"]},
+                 "say_unknown": NEXT,  # what the caller says after acting, or when asked nothing it can do
+                 # each gold user action waits for the agent to ask for it; then every other instruction
+                 "script": ["Hi, I need some help.", {"call": "toggle_data", "args": {}, "when": DATA},
+                            {"call": "set_network_mode_preference", "args": {"mode": "4g_5g_preferred"},
+                             "when": FOUR},
+                            {"call": "toggle_roaming", "args": {}, "when": ROAM},
+                            {"call": "set_network_mode_preference", "args": {"mode": "2g_only"}, "when": TWO}]},
         "expect": {
             "called": [{"tool": "toggle_data", "by": "user"},
                        {"tool": "set_network_mode_preference", "args": {"mode": "4g_5g_preferred"}, "by": "user"}],
             "assert": [{"function": f"{H}:assert_mobile_data_status", "args": {"expected_status": True}}],
             "basis": ["assert"],  # τ²'s ENV_ASSERTION: the called checks are recorded, not counted
         },
-        "reference": [{"say": ASK}, {"say": "Done. Is there anything else?"}],
+        "reference": [asks("toggle mobile data"), asks("set your network mode preference to 4G/5G preferred"),
+                      {"say": "Done. Is there anything else?"}],
     }
 
 
@@ -145,13 +159,17 @@ def test_both_sides_setup_compare_args_communicate_info_and_judge(doc: dict[str,
     }
     assert task["judge"] == {"nl-assertion-1": "Did the agent do as this says: The agent confirms the price before "
                                                "refueling."}
-    # τ²'s order: the user's run, the agent's, the user's; each user run is one user turn
-    assert task["user"]["script"] == ["Hi, I need some help.", {"call": "toggle_roaming", "args": {}},
-                                      "Done. What next?", {"call": "check_status_bar", "args": {}},
-                                      "Done. What next?"]
+    # τ²'s order: the user's action, the agent's, the user's; each user action asked for in a turn of its own
+    assert task["user"]["script"] == [
+        "Hi, I need some help.", {"call": "toggle_roaming", "args": {}, "when": ROAM},
+        {"call": "check_status_bar", "args": {}, "when": {"reply_matches": "\\bcheck_status_bar\\b"}},  # no wording
+        {"call": "toggle_data", "args": {}, "when": DATA},
+        {"call": "set_network_mode_preference", "args": {"mode": "4g_5g_preferred"}, "when": FOUR},
+        {"call": "set_network_mode_preference", "args": {"mode": "2g_only"}, "when": TWO}]
     assert task["reference"] == [
-        {"say": ASK}, {"call": "refuel_data", "args": {"customer_id": "C1", "line_id": "L1", "gb_amount": 2.0}},
-        {"say": ASK}, {"say": "Here is what you asked for: 2.0 GB."}]
+        asks("toggle data roaming"),
+        {"call": "refuel_data", "args": {"customer_id": "C1", "line_id": "L1", "gb_amount": 2.0}},
+        asks("use check_status_bar"), {"say": "Here is what you asked for: 2.0 GB."}]
 
 
 def test_a_message_history_is_the_conversation_prefix(doc: dict[str, Any]) -> None:
@@ -162,7 +180,11 @@ def test_a_message_history_is_the_conversation_prefix(doc: dict[str, Any]) -> No
          "calls": [{"call": "get_customer_by_id", "args": {"customer_id": "C1"}}]},
         {"role": "user", "say": "Get me a human."},
     ]
-    assert "script" not in task["user"]  # the history ends with the user's message: the agent speaks first
+    # the history ends with the user's message: the agent speaks first, no opening; a plain line to start from
+    assert task["user"]["script"] == [
+        {"call": "toggle_data", "args": {}, "when": DATA}, {"call": "toggle_roaming", "args": {}, "when": ROAM},
+        {"call": "set_network_mode_preference", "args": {"mode": "4g_5g_preferred"}, "when": FOUR},
+        {"call": "set_network_mode_preference", "args": {"mode": "2g_only"}, "when": TWO}, NEXT]
     assert task["expect"] == {"called": [{"tool": "transfer_to_human_agents"}], "basis": ["called"]}
 
 
@@ -273,10 +295,11 @@ def test_tau2s_telecom(tmp_path: Path) -> None:
                     "args": {"customer_id": "C1001", "line_id": "L1002", "expected_amount": 2.0}}],
         "basis": ["assert"],
     }
-    assert refuel["user"]["script"] == ["Hi, I need some help.", {"call": "toggle_data", "args": {}},
-                                        "Done. What next?"]
+    assert refuel["user"]["script"][:2] == ["Hi, I need some help.", {"call": "toggle_data", "args": {}, "when": DATA}]
+    assert len(refuel["user"]["script"]) == 25  # the opening, the gold toggle_data, 23 other instructions
     assert refuel["reference"] == [
-        {"say": ASK}, {"call": "refuel_data", "args": {"customer_id": "C1001", "line_id": "L1002", "gb_amount": 2.0}},
+        asks("toggle mobile data"),
+        {"call": "refuel_data", "args": {"customer_id": "C1001", "line_id": "L1002", "gb_amount": 2.0}},
         {"say": "Done. Is there anything else?"}]
     bases = [t["expect"]["basis"] for t in tasks.values()]
     assert (bases.count(["assert"]), bases.count(["assert", "called"])) == (94, 20)
@@ -302,20 +325,26 @@ SAMPLE = ("[service_issue]airplane_mode_on|overdue_bill_suspension|unseat_sim_ca
 ])
 def test_the_engines_verdicts_and_worlds_agree_with_tau2s(tmp_path: Path, level: str, how: str) -> None:
     """Each list of the three tasks (gold, each agent write dropped, each argument of one changed,
-    each user action dropped) as an engine trial of the imported domain (the reference agent and
-    the scripted user playing it), and as the handlers alone: the verdicts equal τ²'s rewards (and
-    each reward component), the final carrier DB and phone equal τ²'s field by field, and (engine)
-    each call of the trial succeeds or fails as τ²'s."""
+    each user action dropped; the do-nothing agent's; each user action replaced by one wrong
+    instruction) as an engine trial of the imported domain (its scripted user as imported, doing
+    what the agent asks; the reference agent playing the list, or the do-nothing agent), and as the
+    handlers alone: the verdicts equal τ²'s rewards (and each reward component), the final carrier
+    DB and phone equal τ²'s field by field, and (engine) each call of the trial succeeds or fails as
+    τ²'s. The do-nothing agent passes none, as in τ²; a wrong instruction passes where τ² says so."""
     r = subprocess.run([sys.executable, str(HERE.parent / "benchmarks" / "bench_tau2_agreement.py"),
                         "--tau2", str(TAU2), "--python", str(TAU2_PYTHON), "--domain", "telecom",
                         "--level", level, "--task-ids", SAMPLE], cwd=tmp_path, capture_output=True, text=True,
                        timeout=1800)
     assert (r.returncode, r.stderr) == (0, "")
-    head, verdicts, data, parts, *calls = r.stdout.splitlines()
-    assert head.startswith("telecom: 3 tasks (base split), 30 action lists (")
+    head, verdicts, data, parts, *rest = r.stdout.splitlines()
+    assert head.startswith("telecom: 3 tasks (base split), 46 action lists (")
     assert head.endswith(f" s); {how}")
-    assert verdicts == "  verdict = τ² reward: 30/30 (ours passed 4, τ² gave 1.0 to 4)"
-    assert data == "  same final data:     30/30"
-    assert parts == "  per component:       ENV_ASSERTION 30/30"
-    assert calls == (["  same calls:          30/30 (each call's tool, side and failure as τ²'s)"]
-                     if level == "engine" else [])
+    assert verdicts == "  verdict = τ² reward: 46/46 (ours passed 6, τ² gave 1.0 to 6)"
+    assert data == "  same final data:     46/46"
+    assert parts == "  per component:       ENV_ASSERTION 46/46"
+    assert rest == [
+        *(["  same calls:          46/46 (each call's tool, side and failure as τ²'s)"] if level == "engine" else []),
+        "  reference agent, each list: 30/30 (ours passed 4, τ² gave 1.0 to 4)",
+        "  do-nothing agent:         3/3 (ours passed 0, τ² gave 1.0 to 0)",
+        "  one wrong instruction:     13/13 (ours passed 2, τ² gave 1.0 to 2)",
+    ]

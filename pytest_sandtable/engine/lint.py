@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..domain.conditions import ABSENT, format_value, resolve
-from ..domain.model import Domain, Event, Fault, Task
+from ..domain.model import CallMatcher, Domain, Event, Fault, ScriptLine, Task
 from ..domain.wording import show
 from .api import Turn, UserReply, UserTurn
 from .faults import apply_event, counted
@@ -125,7 +125,8 @@ def lint_task(domain: Domain, task: Task) -> list[Finding]:
     findings = [Finding(level, file, line, task.id, message) for level, message in found]
     if task.reference:
         findings += [
-            Finding(WARNING, file, at or line, task.id, message) for at, message in _untriggered_lines(task, user.said)
+            Finding(level, file, at or line, task.id, message)
+            for level, at, message in _untriggered_lines(task, user.said)
         ]
     if replay is not None:
         findings += [Finding(WARNING, file, at or line, task.id, message) for at, message in _unreached(task, replay)]
@@ -186,16 +187,40 @@ def _ended_early(result: TrialResult, says: int) -> list[tuple[str, str]]:
                     "(or a line with `end: true` did), so the reference cannot finish")]
 
 
-def _untriggered_lines(task: Task, said: set[int]) -> list[tuple[int | None, str]]:
-    """(line, message) for each script line with `when` that the reference's replay
-    never said: a typo in its condition, or a branch the reference does not rehearse."""
-    return [
-        (line.pos.line if line.pos else None,
-         f"script line {i + 1} ({show(line.say)}) is never said when the reference runs: its `when` never holds "
-         "(a typo, or a branch the reference does not take)")
-        for i, line in enumerate(task.user.script)
-        if line.when is not None and i not in said
-    ]
+def _untriggered_lines(task: Task, said: set[int]) -> list[tuple[str, int | None, str]]:
+    """(level, line, message) for the script lines with `when` that the reference's replay
+    never said: a typo in its condition, or a branch the reference does not rehearse. A warning
+    each, but for the call lines of a user tool no `called` expectation of the user's names: those
+    are what the caller does when an agent asks for something the reference never asks (an
+    imported τ² telecom task's caller follows any instruction it knows), one note for them all."""
+    expected = [m for m in task.expect.called if m.by == "user"]
+    out: list[tuple[str, int | None, str]] = []
+    idle: list[str] = []
+    for i, line in enumerate(task.user.script):
+        if line.when is None or i in said:
+            continue
+        if line.call is not None and not any(_may_match(m, line) for m in expected):
+            idle.append(line.call)
+            continue
+        what = show(line.say) if line.call is None else f"call {line.call}"
+        out.append((WARNING, line.pos.line if line.pos else None,
+                    f"script line {i + 1} ({what}) is never said when the reference runs: its `when` never holds "
+                    "(a typo, or a branch the reference does not take)"))
+    if idle:
+        tools = list(dict.fromkeys(idle))
+        shown = ", ".join(tools[:4]) + (f" and {len(tools) - 4} more" if len(tools) > 4 else "")
+        out.append((NOTE, task.pos.line if task.pos else None,
+                    f"{_n(len(idle), 'call line')} of the scripted user never said when the reference runs "
+                    f"({shown}): what the caller does if an agent asks for it; no expectation needs them"))
+    return out
+
+
+def _may_match(matcher: CallMatcher, line: ScriptLine) -> bool:
+    """Whether a user's ``called`` matcher may match the call a script line makes (an argument
+    condition other than a plain value is taken to match)."""
+    args = line.args or {}
+    return matcher.tool == line.call and all(
+        isinstance(want, dict) or args.get(name) == want for name, want in (matcher.args or {}).items())
 
 
 def _unapplied_rules(domain: Domain, task: Task, result: TrialResult) -> list[tuple[str, str]]:

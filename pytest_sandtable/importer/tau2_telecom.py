@@ -26,8 +26,11 @@ What maps to what (docs/import.md, "τ² telecom"):
   ``communicate_info`` -> ``reply_includes``, ``nl_assertions`` -> ``judge:``, and the
   reward basis -> ``expect.basis`` (DB -> state, ENV_ASSERTION -> assert, ACTION ->
   called, COMMUNICATE -> reply);
-- the gold actions -> the agent's ``reference`` and the scripted user's ``call``
-  lines, in τ²'s order (each run of the user's actions is one user turn).
+- the gold actions -> the agent's ``reference`` (its calls, and before each user action an
+  instruction that names it: :data:`INSTRUCTIONS`), and the scripted user's ``call`` lines, each
+  waiting for the agent's reply to ask for it (``when: {reply_matches: ...}``): the gold user
+  actions in τ²'s order, then every other instruction the caller can follow, so that the user
+  does what the agent says, whatever it says, and nothing it was not asked to do.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ from .tau2 import (
 from .tau_bench import _block, _name, _q, _typed, check_out, write_import
 from .templates import tau2_telecom_handlers as tel
 
-__all__ = ["TELECOM_NOW", "TelecomDomain", "TelecomTask", "import_telecom", "played_actions", "read_telecom",
-           "reference_reply", "telecom_task_id"]
+__all__ = ["INSTRUCTIONS", "TELECOM_NOW", "TelecomDomain", "TelecomTask", "ask", "import_telecom", "played_actions",
+           "read_telecom", "reference_reply", "telecom_task_id", "user_script"]
 
 HANDLERS = "tau2_telecom_handlers"
 TELECOM_NOW = "2025-02-25T12:08:00-05:00"  # τ²'s get_now(), and its policy: "2025-02-25 12:08:00 EST"
@@ -68,9 +71,37 @@ NULLABLE = {
     "customers": ("last_extension_date",),
 }
 BASIS = {"DB": "state", "ENV_ASSERTION": "assert", "ACTION": "called", "COMMUNICATE": "reply"}
-ASK_USER = "Could you please do this on your phone, and tell me when it is done?"
-USER_DONE = "Done. What next?"
-USER_TURN_CALLS = 8  # the most tool calls a simulated user makes in one turn (the design's limit)
+USER_NEXT = "OK. What next?"  # the scripted user's `say_unknown`: after it acted, or when asked nothing it can do
+
+# What the caller does when the agent tells it to: each of the phone's writes (with its arguments,
+# for those that take some), the words the reference says to ask for it, and the pattern the
+# scripted user waits for in the agent's reply before it makes the call (Python syntax, matched
+# ignoring case: the tool's own name, as τ²'s manual writes it, or the usual wording). The phone's
+# reads (check_status_bar, ...) are not here: a scripted user could not tell the agent what it saw.
+_DO = r"(?:turn|switch|toggle|enable|disable)[^.?!]{0,20}"
+_MODES = {"4g_5g_preferred": ("4G/5G preferred", r"4g_5g_preferred|4g ?/ ?5g"), "4g_only": ("4G only", r"4g[ _]only"),
+          "3g_only": ("3G only", r"3g[ _]only"), "2g_only": ("2G only", r"2g[ _]only")}
+INSTRUCTIONS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("toggle_airplane_mode", {}, "toggle airplane mode", rf"toggle_airplane_mode|{_DO}(?:airplane|flight) mode"),
+    ("toggle_data", {}, "toggle mobile data", rf"toggle_data(?!_)|{_DO}mobile data(?! saver)"),
+    ("toggle_roaming", {}, "toggle data roaming", rf"toggle_roaming|{_DO}roaming"),
+    ("toggle_data_saver_mode", {}, "toggle data saver mode", rf"toggle_data_saver_mode|{_DO}data saver"),
+    ("reset_apn_settings", {}, "reset your APN settings", r"reset_apn_settings|reset[^.?!]{0,20}apn"),
+    ("reseat_sim_card", {}, "reseat your SIM card", r"reseat_sim_card|re-?seat[^.?!]{0,20}sim|take out[^.?!]{0,20}"
+                                                     r"sim[^.?!]{0,30}(?:reinsert|put it back)"),
+    ("reboot_device", {}, "reboot your phone", r"reboot_device|(?:reboot|restart)[^.?!]{0,15}(?:phone|device)"),
+    ("toggle_wifi", {}, "toggle Wi-Fi", rf"toggle_wifi(?!_)|{_DO}wi-?fi(?! calling)"),
+    ("toggle_wifi_calling", {}, "toggle Wi-Fi calling", rf"toggle_wifi_calling|{_DO}wi-?fi calling"),
+    ("connect_vpn", {}, "connect to your VPN", r"(?<!dis)connect_vpn|(?<!dis)connect (?:to )?(?:the |your )?vpn"),
+    ("disconnect_vpn", {}, "disconnect your VPN", r"disconnect_vpn|disconnect (?:from )?(?:the |your )?vpn"),
+    ("make_payment", {}, "make the payment", r"make_payment|(?:make|complete)[^.?!]{0,20}payment"),
+    *[("set_network_mode_preference", {"mode": mode}, f"set your network mode preference to {words}",
+       rf"(?:set_network_mode_preference|network (?:mode|type))[^.?!]{{0,40}}(?:{pattern})")
+      for mode, (words, pattern) in _MODES.items()],
+    *[("grant_app_permission", {"app_name": app, "permission": perm}, f"grant the {app} app the {perm} permission",
+       rf"grant(?:_app_permission)?\W[^.?!]{{0,40}}{app}\W[^.?!]{{0,40}}\b{perm}\b(?: permission|[\"'])")
+      for app in ("messaging", "browser") for perm in ("sms", "storage", "phone", "network")],
+]
 
 
 def telecom_task_id(raw: str) -> str:
@@ -328,7 +359,7 @@ def _history(where: str, messages: list[Any], agent_tools: set[str]) -> list[dic
 
 
 def _flow(value: Mapping[str, Any]) -> str:
-    """A flow mapping of plain keys and JSON values: ``{call: x, args: {...}}``."""
+    """A flow mapping of plain keys and JSON values: ``{call: x, args: {...}, when: {...}}``."""
     return "{" + ", ".join(f"{_name(k)}: {_q(v) if not isinstance(v, str) or k != 'call' else _name(v)}"
                            for k, v in value.items()) + "}"
 
@@ -352,15 +383,52 @@ def _matcher(name: str, args: dict[str, Any], who: str, compare: list[str] | Non
     return out
 
 
-def _runs(actions: Sequence[tuple[str, dict[str, Any], str]]) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
-    """(name, args, requestor) actions as runs of one requestor each, in order."""
-    runs: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = []
-    for name, args, who in actions:
-        if runs and runs[-1][0] == who:
-            runs[-1][1].append((name, args))
-        else:
-            runs.append((who, [(name, args)]))
-    return runs
+def _instruction(name: str, args: Mapping[str, Any]) -> tuple[str, str]:
+    """The words that ask for a user action and the pattern the user waits for: from
+    :data:`INSTRUCTIONS`, or for an action that is not there, its tool's name (a user action with
+    arguments no instruction lists, such as ``set_apn_settings``, is made with the gold's)."""
+    for tool, known, words, pattern in INSTRUCTIONS:
+        if tool == name and known == dict(args):
+            return words, pattern
+    shown = f" with {', '.join(f'{k}={v!r}' for k, v in args.items())}" if args else ""
+    return f"use {name}{shown}", rf"\b{re.escape(name)}\b"
+
+
+def ask(name: str, args: Mapping[str, Any]) -> str:
+    """What the reference says to have the caller make one user action."""
+    return f"Please {_instruction(name, args)[0]} on your phone, and tell me when it is done."
+
+
+def _followed(user_tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
+    """The instructions of :data:`INSTRUCTIONS` this domain's phone can follow: its tool is one of
+    ``user_tools``, each argument in its parameter's ``enum`` when it has one."""
+    tools = {t["name"]: (t.get("parameters") or {}).get("properties") or {} for t in user_tools}
+    return [(name, args, pattern) for name, args, _, pattern in INSTRUCTIONS if name in tools and all(
+        key in tools[name] and value in tools[name][key].get("enum", [value]) for key, value in args.items())]
+
+
+def user_script(task: TelecomTask, user_tools: Sequence[Mapping[str, Any]]) -> list[str | dict[str, Any]]:
+    """The scripted user's lines: the opening (unless the history ends with the user's message),
+    then a call line per gold user action, in τ²'s order, then one per other instruction of
+    :data:`INSTRUCTIONS` the phone's tools (``user_tools``) can follow; each waits for an agent
+    reply that asks for it. Before a gold action the task makes again, a line that says
+    :data:`USER_NEXT` once the user has made it and is asked for it: the request that makes the
+    first ends the user's turn there, so that one request is one call. What the user says after
+    acting, or when asked nothing it can do, is the task's ``say_unknown`` (:data:`USER_NEXT`)."""
+    opens = not (task.history and task.history[-1]["role"] == "user")
+    lines: list[str | dict[str, Any]] = [OPENING_LINE] if opens else []
+    done: list[tuple[str, dict[str, Any]]] = []
+    for name, args, who, _ in task.actions:
+        if who != "user":
+            continue
+        pattern = _instruction(name, args)[1]
+        if (name, args) in done:
+            lines.append({"say": USER_NEXT, "when": {"reply_matches": pattern, "user_called": [name]}})
+        lines.append({"call": name, "args": args, "when": {"reply_matches": pattern}})
+        done.append((name, args))
+    lines += [{"call": name, "args": args, "when": {"reply_matches": pattern}}
+              for name, args, pattern in _followed(user_tools) if (name, args) not in done]
+    return lines if opens else [*lines, USER_NEXT]  # a plain line to start from: validate asks for one
 
 
 def reference_reply(task: TelecomTask) -> str:
@@ -371,31 +439,20 @@ def reference_reply(task: TelecomTask) -> str:
 
 
 def played_actions(task: TelecomTask, actions: Sequence[tuple[str, dict[str, Any], str]] | None = None
-                   ) -> tuple[list[str | dict[str, Any]], list[dict[str, Any]]]:
-    """``actions`` ((name, args, requestor) each; None: the task's gold actions) as the task plays
-    them: the scripted user's script (its lines: a text, or ``{call, args}``) and the agent's
-    reference (its steps: ``{call, args}`` or ``{say}``). The agent's runs are its reference
-    turns; each run of the user's is an ask from the agent, then the script's call lines (one user
-    turn per ``USER_TURN_CALLS`` calls, the most a user turn makes) and the user's "done"; the
-    reference ends with :func:`reference_reply`. A conversation prefix that ends with the user's
-    message has the agent speak first: no opening line."""
+                   ) -> list[dict[str, Any]]:
+    """The agent's reference that plays ``actions`` ((name, args, requestor) each; None: the task's
+    gold actions): the agent's calls, and for each user action its request (:func:`ask`), one a
+    turn; it ends with :func:`reference_reply`. The user's side is the task's own script
+    (:func:`user_script`), the same whatever the agent says."""
     if actions is None:
         actions = [(name, args, who) for name, args, who, _ in task.actions]
-    opens = not (task.history and task.history[-1]["role"] == "user")
-    script: list[str | dict[str, Any]] = [OPENING_LINE] if opens else []
-    reference: list[dict[str, Any]] = []
-    for who, run in _runs(actions):
-        if who == "assistant":
-            reference += [{"call": n, "args": a} for n, a in run]
-        else:
-            for at in range(0, len(run), USER_TURN_CALLS):
-                reference.append({"say": ASK_USER})
-                script += [{"call": n, "args": a} for n, a in run[at:at + USER_TURN_CALLS]] + [USER_DONE]
+    reference: list[dict[str, Any]] = [{"call": n, "args": a} if who == "assistant" else {"say": ask(n, a)}
+                                       for n, a, who in actions]
     reference.append({"say": reference_reply(task)})
-    return script, reference
+    return reference
 
 
-def _task_lines(split: str, task: TelecomTask) -> list[str]:
+def _task_lines(split: str, task: TelecomTask, user_tools: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = [f"  - id: {_q(task.id)}", f"    description: {_q(_about(split, task))}"]
     if task.user_given:
         lines.append("    user_given:")
@@ -406,10 +463,9 @@ def _task_lines(split: str, task: TelecomTask) -> list[str]:
     if task.history:
         lines.append("    history:")
         lines += [f"      - {_q(m)}" for m in task.history]
-    played, steps = played_actions(task)
-    script = [_q(line) if isinstance(line, str) else _flow(line) for line in played]
-    reference = [_flow(step) for step in steps]
-    lines += ["    user:", f"      instructions: {_q(task.instructions)}"]
+    script = [_q(line) if isinstance(line, str) else _flow(line) for line in user_script(task, user_tools)]
+    reference = [_flow(step) for step in played_actions(task)]
+    lines += ["    user:", f"      instructions: {_q(task.instructions)}", f"      say_unknown: {_q(USER_NEXT)}"]
     if script:
         lines.append("      script:")
         lines += [f"        - {line}" for line in script]
@@ -475,7 +531,7 @@ def domain_text(domain: TelecomDomain) -> str:
     out.append(f"sync: {HANDLERS}:sync")
     out.append("tasks:")
     for task in domain.tasks:
-        out += _task_lines(domain.split, task)
+        out += _task_lines(domain.split, task, domain.user_tools)
     return "\n".join(out) + "\n"
 
 
