@@ -1,9 +1,8 @@
 """``mutate``, round three (issue 37): the scores it gives are not too kind.
 
 The user's side of a dual-control domain is mutated; a handler that only reads is a read;
-a ``never`` mutant whose added call fails the tool's schema is invalid; a limited argument
-gets a wrong value inside its bound too; a suggestion is checked by replaying its mutant;
-a run has a cap and says where it is; a bad ``accept:`` entry names a few mutants.
+a ``never`` mutant whose added call fails the tool's schema is invalid; a suggestion is
+checked by replaying its mutant; every bundled example scores 95% or more with no weak task.
 """
 
 from __future__ import annotations
