@@ -235,190 +235,196 @@ def error_body(kind: str, status: int, message: str) -> bytes:
     return json.dumps(body).encode()
 
 
-def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as the real APIs
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the proxy: refused, answered with an error, or forwarded to its
+    target and the answer passed on as it comes. :func:`_handler` makes a subclass
+    bound to one :class:`ModelProxy`."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    proxy: ModelProxy
+    protocol_version = "HTTP/1.1"  # keep-alive, as the real APIs
 
-        def do_POST(self) -> None:
-            self._forward()
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-        do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+    def do_POST(self) -> None:
+        self._forward()
 
-        def _send_error(self, kind: str, status: int, message: str) -> None:
-            data = error_body(kind, status, f"sandtable model proxy: {message}")
-            try:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_POST
+
+    def _send_error(self, kind: str, status: int, message: str) -> None:
+        data = error_body(kind, status, f"sandtable model proxy: {message}")
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            if self.close_connection:  # its body was not read: the client must not send another on it
+                self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+    def _forward(self) -> None:
+        t0 = time.perf_counter()
+        trial, kind, upstream = self.proxy._route(self.path)
+        refused = _refused_caller(self.headers, self.proxy.port)
+        if refused is not None:
+            self.close_connection = True  # the body is not read: the connection cannot carry on
+            self._send_error(kind, *refused)
+            return
+        body = self._body(kind)
+        if body is None:
+            return
+        if trial is None:
+            self._send_error(kind, 404, "no trial at this URL (its trial ended, or it is not a URL "
+                                        "the run handed out)")
+            return
+        counted = Counted()
+        why = self.proxy.refuse() if self.proxy.refuse is not None else None
+        if why is not None:
+            trial._counted(counted, 0.0, why, refused=True)
+            self._send_error(kind, 402, why)
+            return
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        headers["accept-encoding"] = "identity"
+        try:
+            request = self.proxy._client.build_request(self.command, upstream, headers=headers, content=body)
+            if trial.tape is None:
+                response = self.proxy._client.send(request, stream=True)
+            else:
+                with trial.tape_lock:  # a tape takes one exchange at a time, in order
+                    response = asyncio.run(_taped(trial.tape, request, self.proxy.timeout))
+        except httpx.TimeoutException:
+            trial._counted(counted, 0.0, f"{_where(upstream)} timed out")
+            self._send_error(kind, 504, f"{_where(upstream)} did not answer in time")
+            return
+        except httpx.HTTPError as e:
+            trial._counted(counted, 0.0, f"{_where(upstream)} refused: {type(e).__name__}")
+            self._send_error(kind, 502, f"could not reach {_where(upstream)}: {type(e).__name__}: {e}")
+            return
+        counted_once: list[bool] = []
+
+        def count(error: str | None) -> None:
+            # before the answer's last bytes go out: the agent, answered, may end its trial
+            # at once, and the trial's counts are read then
+            if not counted_once:
+                counted_once.append(True)
+                trial._counted(counted, time.perf_counter() - t0, error)
+
+        try:
+            count(self._relay(response, counted, count, kind, _Deadline(trial, upstream, t0, self.proxy.deadline)))
+        finally:
+            response.close()
+
+    def _body(self, kind: str) -> bytes | None:
+        """The request's body, by its Content-Length or its chunks; None once the
+        request is answered: ``400`` for a length that is not a number of bytes (``-1``,
+        ``abc``, two lengths that differ, a length beside chunks), ``413`` past
+        :data:`MAX_BODY`. The connection is closed after either: its body is not read."""
+        lengths = self.headers.get_all("content-length") or []
+        chunked = "chunked" in (self.headers.get("transfer-encoding") or "").lower()
+        problem: tuple[int, str] | None = None
+        data = b""
+        if chunked and lengths:
+            problem = (400, "the request has both a Content-Length and chunks (Transfer-Encoding: chunked)")
+        elif chunked:
+            data, problem = _read_chunks(self.rfile)
+        elif lengths:
+            declared = {v.strip() for v in lengths}
+            text = lengths[0].strip()
+            if len(declared) > 1 or not (text.isascii() and text.isdigit()):
+                shown = ", ".join(repr(v) for v in lengths)
+                problem = (400, f"the Content-Length header {shown[:80]} is not a number of bytes")
+            elif int(text) > MAX_BODY:
+                problem = (413, f"the request body is over {MAX_BODY:,} bytes")
+            elif int(text):
+                data = self.rfile.read(int(text))
+        if problem is not None:
+            self.close_connection = True
+            self._send_error(kind, *problem)
+            return None
+        return data
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _relay(self, response: httpx.Response, counted: Counted, count: Callable[[str | None], None],
+               kind: str, late: _Deadline) -> str | None:
+        """Pass the answer on, counting it (``count`` called before its last bytes are
+        written, when it went through whole); what went wrong, or None. An answer not
+        whole by ``late``'s deadline, or whose trial ended meanwhile, is cut off there."""
+        streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+        # (a replayed or recorded answer is whole in memory already)
+        chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
+        try:
+            if not streamed:
+                try:
+                    data = b"".join(late.paced(chunks))
+                except _Late as e:
+                    self.close_connection = True
+                    self._send_error(kind, 504, str(e))
+                    return str(e)
+                found = count_body(data)
+                counted.model, counted.tokens = found.model, found.tokens
+                count(None)
+                self._head(response)
                 self.send_header("content-length", str(len(data)))
-                if self.close_connection:  # its body was not read: the client must not send another on it
-                    self.send_header("connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
-            except OSError:
-                self.close_connection = True
-
-        def _forward(self) -> None:
-            t0 = time.perf_counter()
-            trial, kind, upstream = proxy._route(self.path)
-            refused = _refused_caller(self.headers, proxy.port)
-            if refused is not None:
-                self.close_connection = True  # the body is not read: the connection cannot carry on
-                self._send_error(kind, *refused)
-                return
-            body = self._body(kind)
-            if body is None:
-                return
-            if trial is None:
-                self._send_error(kind, 404, "no trial at this URL (its trial ended, or it is not a URL "
-                                            "the run handed out)")
-                return
-            counted = Counted()
-            why = proxy.refuse() if proxy.refuse is not None else None
-            if why is not None:
-                trial._counted(counted, 0.0, why, refused=True)
-                self._send_error(kind, 402, why)
-                return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-            headers["accept-encoding"] = "identity"
-            try:
-                request = proxy._client.build_request(self.command, upstream, headers=headers, content=body)
-                if trial.tape is None:
-                    response = proxy._client.send(request, stream=True)
-                else:
-                    with trial.tape_lock:  # a tape takes one exchange at a time, in order
-                        response = asyncio.run(_taped(trial.tape, request, proxy.timeout))
-            except httpx.TimeoutException:
-                trial._counted(counted, 0.0, f"{_where(upstream)} timed out")
-                self._send_error(kind, 504, f"{_where(upstream)} did not answer in time")
-                return
-            except httpx.HTTPError as e:
-                trial._counted(counted, 0.0, f"{_where(upstream)} refused: {type(e).__name__}")
-                self._send_error(kind, 502, f"could not reach {_where(upstream)}: {type(e).__name__}: {e}")
-                return
-            counted_once: list[bool] = []
-
-            def count(error: str | None) -> None:
-                # before the answer's last bytes go out: the agent, answered, may end its trial
-                # at once, and the trial's counts are read then
-                if not counted_once:
-                    counted_once.append(True)
-                    trial._counted(counted, time.perf_counter() - t0, error)
-
-            try:
-                count(self._relay(response, counted, count, kind, _Deadline(trial, upstream, t0, proxy.deadline)))
-            finally:
-                response.close()
-
-        def _body(self, kind: str) -> bytes | None:
-            """The request's body, by its Content-Length or its chunks; None once the
-            request is answered: ``400`` for a length that is not a number of bytes (``-1``,
-            ``abc``, two lengths that differ, a length beside chunks), ``413`` past
-            :data:`MAX_BODY`. The connection is closed after either: its body is not read."""
-            lengths = self.headers.get_all("content-length") or []
-            chunked = "chunked" in (self.headers.get("transfer-encoding") or "").lower()
-            problem: tuple[int, str] | None = None
-            data = b""
-            if chunked and lengths:
-                problem = (400, "the request has both a Content-Length and chunks (Transfer-Encoding: chunked)")
-            elif chunked:
-                data, problem = _read_chunks(self.rfile)
-            elif lengths:
-                declared = {v.strip() for v in lengths}
-                text = lengths[0].strip()
-                if len(declared) > 1 or not (text.isascii() and text.isdigit()):
-                    shown = ", ".join(repr(v) for v in lengths)
-                    problem = (400, f"the Content-Length header {shown[:80]} is not a number of bytes")
-                elif int(text) > MAX_BODY:
-                    problem = (413, f"the request body is over {MAX_BODY:,} bytes")
-                elif int(text):
-                    data = self.rfile.read(int(text))
-            if problem is not None:
-                self.close_connection = True
-                self._send_error(kind, *problem)
                 return None
-            return data
+            self._head(response)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            return self._stream(late.paced(chunks), counted, count)
+        except httpx.HTTPError as e:  # cut before its body was whole
+            self.close_connection = True
+            return f"the answer was cut short: {type(e).__name__}"
+        except OSError:  # the agent went away
+            self.close_connection = True
+            return "the agent closed the connection"
 
-        def _chunk(self, data: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
+    def _head(self, response: httpx.Response) -> None:
+        # the target's Server and Date go on as they came: the proxy adds its own only
+        # where the target sent none (send_response would add them beside the target's)
+        self.send_response_only(response.status_code)
+        for k, v in response.headers.multi_items():
+            if k.lower() not in _HOP:
+                self.send_header(k, v)
+        if "server" not in response.headers:
+            self.send_header("server", self.version_string())
+        if "date" not in response.headers:
+            self.send_header("date", self.date_time_string())
 
-        def _relay(self, response: httpx.Response, counted: Counted, count: Callable[[str | None], None],
-                   kind: str, late: _Deadline) -> str | None:
-            """Pass the answer on, counting it (``count`` called before its last bytes are
-            written, when it went through whole); what went wrong, or None. An answer not
-            whole by ``late``'s deadline, or whose trial ended meanwhile, is cut off there."""
-            streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-            # (a replayed or recorded answer is whole in memory already)
-            chunks = [response.content] if response.is_stream_consumed else response.iter_raw()
-            try:
-                if not streamed:
-                    try:
-                        data = b"".join(late.paced(chunks))
-                    except _Late as e:
-                        self.close_connection = True
-                        self._send_error(kind, 504, str(e))
-                        return str(e)
-                    found = count_body(data)
-                    counted.model, counted.tokens = found.model, found.tokens
-                    count(None)
-                    self._head(response)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return None
-                self._head(response)
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                return self._stream(late.paced(chunks), counted, count)
-            except httpx.HTTPError as e:  # cut before its body was whole
-                self.close_connection = True
-                return f"the answer was cut short: {type(e).__name__}"
-            except OSError:  # the agent went away
-                self.close_connection = True
-                return "the agent closed the connection"
-
-        def _head(self, response: httpx.Response) -> None:
-            # the target's Server and Date go on as they came: the proxy adds its own only
-            # where the target sent none (send_response would add them beside the target's)
-            self.send_response_only(response.status_code)
-            for k, v in response.headers.multi_items():
-                if k.lower() not in _HOP:
-                    self.send_header(k, v)
-            if "server" not in response.headers:
-                self.send_header("server", self.version_string())
-            if "date" not in response.headers:
-                self.send_header("date", self.date_time_string())
-
-        def _stream(self, chunks: Iterator[bytes], counted: Counted, count: Callable[[str | None], None]) -> str | None:
-            counter = StreamCounter()
-            # each chunk goes on when the next arrives: the last one (with the stream's
-            # end, after which the agent may end its trial) only once the answer is counted
-            held = b""
-            try:
-                for chunk in chunks:
-                    counter.feed(chunk)
-                    if held:
-                        self._chunk(held)
-                    held = chunk
-            except (httpx.HTTPError, _Late) as e:  # the target cut its answer, or was too slow: so is the agent's
-                found = counter.finish()
-                counted.model, counted.tokens = found.model, found.tokens
+    def _stream(self, chunks: Iterator[bytes], counted: Counted, count: Callable[[str | None], None]) -> str | None:
+        counter = StreamCounter()
+        # each chunk goes on when the next arrives: the last one (with the stream's
+        # end, after which the agent may end its trial) only once the answer is counted
+        held = b""
+        try:
+            for chunk in chunks:
+                counter.feed(chunk)
                 if held:
                     self._chunk(held)
-                self.close_connection = True
-                return str(e) if isinstance(e, _Late) else f"the answer was cut short: {type(e).__name__}"
+                held = chunk
+        except (httpx.HTTPError, _Late) as e:  # the target cut its answer, or was too slow: so is the agent's
             found = counter.finish()
             counted.model, counted.tokens = found.model, found.tokens
-            count(None)
             if held:
                 self._chunk(held)
-            self.wfile.write(b"0\r\n\r\n")
-            return None
+            self.close_connection = True
+            return str(e) if isinstance(e, _Late) else f"the answer was cut short: {type(e).__name__}"
+        found = counter.finish()
+        counted.model, counted.tokens = found.model, found.tokens
+        count(None)
+        if held:
+            self._chunk(held)
+        self.wfile.write(b"0\r\n\r\n")
+        return None
 
-    return Handler
+
+def _handler(proxy: ModelProxy) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"proxy": proxy})
 
 
 async def _taped(tape: Tape, request: httpx.Request, timeout: httpx.Timeout) -> httpx.Response:
