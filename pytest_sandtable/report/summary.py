@@ -550,8 +550,9 @@ def summarize(
     """The run's figures. ``prices`` (model -> per-million-token prices) defaults to the
     built-in list prices; models without a price get a cost of None ("n/a"). ``failing``:
     the (domain, task) of the tasks an adaptive run settled unreliable; each counts as
-    failing in pass^j and pass@j at every j past its graded trials, where another task is
-    left out (a task stopped for failing must not drop out of the headline)."""
+    failing in pass^j at every j past its graded trials, where another task is left out (a
+    task stopped for failing must not drop out of the headline); its pass@j is left out
+    there as another task's is."""
     trials = order_trials(trials)
     k = k or max((t.trial for t in trials), default=1)
     by_task = _trials_by_task(trials)

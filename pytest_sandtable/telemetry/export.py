@@ -348,12 +348,13 @@ def _span(span: Any) -> dict[str, Any]:
 
 
 def _kvs(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    by_type = _BY_TYPE
-    return [{"key": k, "value": by_type[type(v)](v) if type(v) in by_type else _any(v)}
-            for k, v in attributes.items()]
+    return [{"key": k, "value": _any(v)} for k, v in attributes.items()]
 
 
 def _any(v: Any) -> dict[str, Any]:
+    make = _BY_TYPE.get(type(v))  # the attributes' own types, by exact type: a span has thousands
+    if make is not None:
+        return make(v)
     if isinstance(v, bool):
         return {"boolValue": v}
     if isinstance(v, int):
@@ -367,7 +368,6 @@ def _any(v: Any) -> dict[str, Any]:
     return {"stringValue": str(v)}
 
 
-# _any by the value's exact type, for the types attributes have (a span has thousands of them)
 _BY_TYPE: dict[type, Callable[[Any], dict[str, Any]]] = {
     str: lambda v: {"stringValue": v},
     bool: lambda v: {"boolValue": v},
