@@ -61,8 +61,13 @@ def task_key(item: Any) -> TaskKey:
     return (str(item.location[0]), str(item.task.id))
 
 
+# how the skip reasons of trial items this module skips begin (the terminal counts them by these)
+NOT_NEEDED = "not needed: task settled"
+BUDGET_SPENT = "not run: the run's"
+
+
 def settled_reason(seq: TaskSequence, reg: StoredRegression | PairedRegression | None = None) -> str:
-    reason = f"not needed: task settled {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
+    reason = f"{NOT_NEEDED} {seq.verdict} after {seq.n} graded trial{'s' * (seq.n != 1)}"
     if isinstance(reg, PairedRegression):
         reason += f", {reg.verdict} against the baseline after {reg.n} pair{'s' * (reg.n != 1)}"
     elif reg is not None:
@@ -246,10 +251,10 @@ class Needs:
 
     def _budget_spent(self) -> tuple[str, str] | None:
         if self.max_trials is not None and self.handed >= self.max_trials:
-            return "max_trials", (f"not run: the run's budget of {self.max_trials:,} trials is spent "
+            return "max_trials", (f"{BUDGET_SPENT} budget of {self.max_trials:,} trials is spent "
                                   f"(--sandtable-max-trials)")
         if self.max_cost is not None and self.cost >= self.max_cost:
-            return "max_cost", (f"not run: the run's cost budget of {format_cost(self.max_cost)} is spent "
+            return "max_cost", (f"{BUDGET_SPENT} cost budget of {format_cost(self.max_cost)} is spent "
                                 f"({format_cost(self.cost)} recorded; --sandtable-max-cost)")
         return None
 

@@ -459,17 +459,18 @@ class Recorder:
         trials = _name_unknown_sides(self.spool.trials(), run)
         self.spool.rename_sides(trials)
         section = self._adaptive(trials) if run.adaptive is not None else None
-        if section is None:
-            return build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
-                                 floors=run.floors, prices=run.prices)
-        from ..report.adaptive import failing_tasks, honest_intervals
+        failing: frozenset[tuple[str, str]] = frozenset()
+        if section is not None:
+            from ..report.adaptive import failing_tasks
 
-        # a task settled unreliable counts as failing past its graded trials, the gate's figures too
+            # a task settled unreliable counts as failing past its graded trials, the gate's figures too
+            failing = failing_tasks(section)
         results = build_spooled(self.spool, self._run_meta(trials, session), fail_under=run.fail_under,
-                                floors=run.floors, prices=run.prices, failing=failing_tasks(section))
-        honest_intervals(results["summary"], section)
-        honest_intervals({"tasks": results["tasks"]}, section)
-        results["adaptive"] = section
+                                floors=run.floors, prices=run.prices, failing=failing)
+        if section is not None:
+            from ..report.adaptive import attach
+
+            attach(results, section)
         return results
 
     def _adaptive(self, trials: list[TrialResult]) -> AdaptiveSection:
@@ -905,10 +906,11 @@ def _unneeded_lines(terminalreporter: Any) -> list[str]:
     needed (their task's verdict settled first) and those a budget left unrun, each
     counted from the items' own skip reasons (``plugin.adaptive``)."""
     from ..report.fmt import plural
+    from .adaptive import BUDGET_SPENT, NOT_NEEDED
 
     reasons = [_skip_reason(r) for r in terminalreporter.stats.get("skipped", ())]
-    settled = sum(r.startswith("not needed: task settled") for r in reasons)
-    budget = sum(r.startswith("not run: the run's") for r in reasons)
+    settled = sum(r.startswith(NOT_NEEDED) for r in reasons)
+    budget = sum(r.startswith(BUDGET_SPENT) for r in reasons)
     lines = []
     if settled:
         lines.append(f"{plural(settled, 'trial item')} not needed: {'its' if settled == 1 else 'their'} task's "

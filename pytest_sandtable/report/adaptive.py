@@ -292,6 +292,15 @@ def failing_tasks(section: AdaptiveSection) -> frozenset[tuple[str, str]]:
     return frozenset((e["domain"], e["task"]) for e in section["tasks"] if e["verdict"] == "unreliable")
 
 
+def attach(results: Any, section: AdaptiveSection) -> None:
+    """Put an adaptive run's ``section`` into its ``results`` (built with
+    ``failing=failing_tasks(section)``): the summary's and the tasks' intervals made the
+    anytime-valid ones, and the section itself."""
+    honest_intervals(results["summary"], section)
+    honest_intervals({"tasks": results["tasks"]}, section)
+    results["adaptive"] = section
+
+
 def honest_intervals(summary: Any, section: AdaptiveSection) -> None:
     """In an adaptive run's summary, each task's ``rate_ci`` becomes its anytime-valid
     interval over the trials its verdict counted (a Wilson interval would not cover)."""

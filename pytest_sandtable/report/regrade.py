@@ -371,15 +371,13 @@ def _results(spool: TrialSpool, stored: StoredRun, domains: Sequence[DomainFiles
         stopped_early=run.get("stopped_early"),
     )
     section = _adaptive(spool, stored.doc.get("adaptive"))
-    from .adaptive import failing_tasks, honest_intervals
+    from .adaptive import attach, failing_tasks
 
     results = build_spooled(spool, meta, fail_under=options.get("fail_under"),
                             floors=options.get("floors") or {}, prices=prices,
                             failing=failing_tasks(section) if section is not None else ())
     if section is not None:
-        honest_intervals(results["summary"], section)
-        honest_intervals({"tasks": results["tasks"]}, section)
-        results["adaptive"] = section
+        attach(results, section)
     # the schema's optional `run.regraded` (1.2), which RunMeta does not write
     cast(dict[str, Any], results["run"])["regraded"] = {
         "from": str(stored.source),
