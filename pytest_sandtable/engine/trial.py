@@ -942,15 +942,8 @@ async def _graded_trial(
     t.handlers.deadline = talk.deadline  # a handler running past it errors the trial
     started = time.perf_counter()
 
-    error: str | None = None
     try:  # whatever ends the trial (Ctrl-C too, in its setup too): its handlers' alarm is disarmed
-        try:
-            apply_given(t.world, task)
-        except (NotFound, Conflict) as e:
-            error = f"the task's given could not be applied: {e}"
-        error = error or _dual_start(t, task)  # dual control (issue 22 A)
-        if error is None and (task.setup or task.history):  # issue 22, part B
-            error = _start(t)
+        error = _begin(t, task)
         baseline = t.world.savepoint()
         if error is None:
             if serve is None:  # as _talk does without a server, one coroutine fewer
@@ -997,6 +990,19 @@ async def _graded_trial(
         list(parts.shared_tags),  # shared_tags
         [dict(item) for item in parts.pending] if parts.pending else [],  # pending
     )
+
+
+def _begin(t: _Trial, task: Task) -> str | None:
+    """The trial's world as it starts: the task's ``given``, the user side (dual control,
+    issue 22 A), its setup and history (issue 22, part B); why the trial errors, if it does."""
+    try:
+        apply_given(t.world, task)
+    except (NotFound, Conflict) as e:
+        return f"the task's given could not be applied: {e}"
+    error = _dual_start(t, task)
+    if error is None and (task.setup or task.history):
+        error = _start(t)
+    return error
 
 
 def _dual_start(t: _Trial, task: Task) -> str | None:
