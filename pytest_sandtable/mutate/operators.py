@@ -369,16 +369,53 @@ def _generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection
     ref = task.reference
     writes = writes_at(domain, task, replay, wrote)
     reads = [i for i, s in enumerate(ref) if s.call is not None and i not in writes]
-
-    def without(*drop: int) -> list[RefStep]:
-        return [s for j, s in enumerate(ref) if j not in drop]
-
-    def repeated(i: int) -> list[RefStep]:
-        return [*ref[: i + 1], RefStep(call=ref[i].call, args=dict(ref[i].args)), *ref[i + 1 :]]
-
     # must be caught
+    yield from _write_mutants(domain, ref, writes)
+    called = {s.call for s in ref if s.call is not None}
+    for inv in domain.invariants:
+        if inv.kind != "before" or inv.spec.get("then") not in called or inv.spec.get("first") not in called:
+            continue
+        first = inv.spec["first"]
+        dropped = [j for j, s in enumerate(ref) if s.call == first]
+        yield Mutant(f"skip-first@{inv.id}", "skip-first", MUST,
+                     f"dropped every {first} call ({', '.join(_call(ref[j]) for j in dropped)})",
+                     _without(ref, *dropped), call=(first, dict(ref[dropped[0]].args)))
+    for inv in domain.invariants:
+        if inv.kind == "require" and inv.tool in called:
+            yield _fail_require(domain, ref, inv)
+    yield from _added_mutants(domain, task)
+    seen = _seen_values(replay)
+    first_say = next((j for j, s in enumerate(ref) if s.say is not None), None)
+    for inv in domain.invariants:
+        if inv.kind == "never_disclose":
+            yield _leak(domain, ref, inv, seen, first_say)
+    if writes:
+        i = writes[0]
+        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]),
+                     call=(str(ref[i].call), dict(ref[i].args)))
+    if seen and first_say is not None:
+        # one value a line: joined with spaces, "700 885" reads as the one number 700,885 to
+        # never_disclose, which then missed the 885 (as the baselines' spam agent writes it)
+        dump = "\n".join(format_value(v) for v in seen)
+        steps = [RefStep(say=dump) if s.say is not None else s for s in ref]
+        yield Mutant("spam", "spam", MUST, f"every reply is every value seen ({len(seen)} values)", steps)
+    if wrote is not None:
+        yield from _user_side(task, replay, wrote)
+    yield from _may_survive(domain, ref, writes, reads)
+
+
+def _without(ref: Sequence[RefStep], *drop: int) -> list[RefStep]:
+    return [s for j, s in enumerate(ref) if j not in drop]
+
+
+def _repeated(ref: Sequence[RefStep], i: int) -> list[RefStep]:
+    return [*ref[: i + 1], RefStep(call=ref[i].call, args=dict(ref[i].args)), *ref[i + 1 :]]
+
+
+def _write_mutants(domain: Domain, ref: Sequence[RefStep], writes: Sequence[int]) -> Iterator[Mutant]:
+    """``drop-write``, ``change-arg`` and ``repeat-write`` of each write, in that order."""
     for i in writes:
-        yield Mutant(f"drop-write@{i}", "drop-write", MUST, f"dropped {_call(ref[i])}", without(i),
+        yield Mutant(f"drop-write@{i}", "drop-write", MUST, f"dropped {_call(ref[i])}", _without(ref, i),
                      call=(str(ref[i].call), dict(ref[i].args)))
     for i in writes:
         tool = domain.tools[str(ref[i].call)]
@@ -393,46 +430,43 @@ def _generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection
                          f"{ref[i].call} {arg}: {_show(value)} -> {_show(new)}", steps,
                          call=(str(ref[i].call), dict(ref[i].args)), extra={"arg": arg})
     for i in writes:
-        yield Mutant(f"repeat-write@{i}", "repeat-write", MUST, f"repeated {_call(ref[i])}", repeated(i),
+        yield Mutant(f"repeat-write@{i}", "repeat-write", MUST, f"repeated {_call(ref[i])}", _repeated(ref, i),
                      call=(str(ref[i].call), dict(ref[i].args)))
-    called = {s.call for s in ref if s.call is not None}
-    for inv in domain.invariants:
-        if inv.kind != "before" or inv.spec.get("then") not in called or inv.spec.get("first") not in called:
+
+
+def _fail_require(domain: Domain, ref: Sequence[RefStep], inv: Invariant) -> Mutant:
+    """``fail-require``: the rule's tool called first on a seed record its ``where`` fails."""
+    i = next(j for j, s in enumerate(ref) if s.call == inv.tool)
+    record = inv.spec.get("record") or {}
+    key_arg = argument_name(record.get("key"))
+    mid = f"fail-require@{inv.id}"
+    t = domain.tables.get(record.get("table", ""))
+    if key_arg is None or t is None:
+        return Mutant(mid, "fail-require", MUST, f"{inv.tool}: the rule's record is not named by an argument",
+                      invalid="the rule's record key is not one argument ($name): no call can point elsewhere")
+    where = inv.spec.get("where") or {}
+    failing = None
+    for row in t.rows:
+        try:
+            if not row_matches(row, where):
+                failing = row.get(t.key)
+                break
+        except Exception:
             continue
-        first = inv.spec["first"]
-        dropped = [j for j, s in enumerate(ref) if s.call == first]
-        yield Mutant(f"skip-first@{inv.id}", "skip-first", MUST,
-                     f"dropped every {first} call ({', '.join(_call(ref[j]) for j in dropped)})", without(*dropped),
-                     call=(first, dict(ref[dropped[0]].args)))
-    for inv in domain.invariants:
-        if inv.kind != "require" or inv.tool not in called:
-            continue
-        i = next(j for j, s in enumerate(ref) if s.call == inv.tool)
-        record = inv.spec.get("record") or {}
-        key_arg = argument_name(record.get("key"))
-        mid = f"fail-require@{inv.id}"
-        t = domain.tables.get(record.get("table", ""))
-        if key_arg is None or t is None:
-            yield Mutant(mid, "fail-require", MUST, f"{inv.tool}: the rule's record is not named by an argument",
-                         invalid="the rule's record key is not one argument ($name): no call can point elsewhere")
-            continue
-        where = inv.spec.get("where") or {}
-        failing = None
-        for row in t.rows:
-            try:
-                if not row_matches(row, where):
-                    failing = row.get(t.key)
-                    break
-            except Exception:
-                continue
-        if failing is None:
-            yield Mutant(mid, "fail-require", MUST, f"{inv.tool}: no {t.name} record fails the rule",
-                         invalid=f"no seed record of {t.name} fails the rule's where")
-            continue
-        steps = list(ref)
-        steps[i] = RefStep(call=ref[i].call, args={**ref[i].args, key_arg: failing})
-        yield Mutant(mid, "fail-require", MUST, f"{inv.tool} {key_arg}: {_show(ref[i].args.get(key_arg))} -> "
-                     f"{_show(failing)} (fails the rule's where)", steps, call=(str(ref[i].call), dict(ref[i].args)))
+    if failing is None:
+        return Mutant(mid, "fail-require", MUST, f"{inv.tool}: no {t.name} record fails the rule",
+                      invalid=f"no seed record of {t.name} fails the rule's where")
+    steps = list(ref)
+    steps[i] = RefStep(call=ref[i].call, args={**ref[i].args, key_arg: failing})
+    return Mutant(mid, "fail-require", MUST, f"{inv.tool} {key_arg}: {_show(ref[i].args.get(key_arg))} -> "
+                  f"{_show(failing)} (fails the rule's where)", steps, call=(str(ref[i].call), dict(ref[i].args)))
+
+
+def _added_mutants(domain: Domain, task: Task) -> Iterator[Mutant]:
+    """``never`` for each never rule and ``not-called`` for each ``not_called``: the call
+    it forbids, added after the reference's last call (or, for the user's side, made by the
+    user on its first reply)."""
+    ref = task.reference
     at = _after_last_call(ref)
     for inv in domain.invariants:
         if inv.kind != "never":
@@ -454,42 +488,33 @@ def _generate(domain: Domain, task: Task, replay: TrialResult, wrote: Collection
                          user_add=step, extra={"by": "user"})
         else:
             yield Mutant(mid, "not-called", MUST, f"added {_call(step)}", [*ref[:at], step, *ref[at:]])
-    seen = _seen_values(replay)
-    first_say = next((j for j, s in enumerate(ref) if s.say is not None), None)
-    for inv in domain.invariants:
-        if inv.kind != "never_disclose":
-            continue
-        value = _disclosable(domain, inv, seen)
-        mid = f"leak@{inv.id}"
-        if value is None:
-            yield Mutant(mid, "leak", MUST, "no value to leak", invalid="the rule names no value")
-            continue
-        text = format_value(value)
-        if first_say is None:
-            steps = [*ref, RefStep(say=text)]
-        else:
-            steps = list(ref)
-            steps[first_say] = RefStep(say=f"{ref[first_say].say} {text}")
-        yield Mutant(mid, "leak", MUST, f"said {_show(value)} in the first reply", steps,
-                     extra={"value": value})
-    if writes:
-        i = writes[0]
-        yield Mutant(f"stop-before@{i}", "stop-before", MUST, f"stopped before {_call(ref[i])}", list(ref[:i]),
-                     call=(str(ref[i].call), dict(ref[i].args)))
-    if seen and first_say is not None:
-        # one value a line: joined with spaces, "700 885" reads as the one number 700,885 to
-        # never_disclose, which then missed the 885 (as the baselines' spam agent writes it)
-        dump = "\n".join(format_value(v) for v in seen)
-        steps = [RefStep(say=dump) if s.say is not None else s for s in ref]
-        yield Mutant("spam", "spam", MUST, f"every reply is every value seen ({len(seen)} values)", steps)
-    if wrote is not None:
-        yield from _user_side(task, replay, wrote)
-    # may survive
+
+
+def _leak(domain: Domain, ref: Sequence[RefStep], inv: Invariant, seen: Sequence[Any],
+          first_say: int | None) -> Mutant:
+    """``leak``: a value the never_disclose rule protects, said in the first reply."""
+    value = _disclosable(domain, inv, seen)
+    mid = f"leak@{inv.id}"
+    if value is None:
+        return Mutant(mid, "leak", MUST, "no value to leak", invalid="the rule names no value")
+    text = format_value(value)
+    if first_say is None:
+        steps = [*ref, RefStep(say=text)]
+    else:
+        steps = list(ref)
+        steps[first_say] = RefStep(say=f"{ref[first_say].say} {text}")
+    return Mutant(mid, "leak", MUST, f"said {_show(value)} in the first reply", steps, extra={"value": value})
+
+
+def _may_survive(domain: Domain, ref: Sequence[RefStep], writes: Sequence[int], reads: Sequence[int]
+                 ) -> Iterator[Mutant]:
+    """The mutants a good suite may let survive: reads dropped and repeated, neighbouring
+    calls swapped, the calls after the last write left out."""
     for i in reads:
-        yield Mutant(f"drop-read@{i}", "drop-read", MAY, f"dropped {_call(ref[i])}", without(i),
+        yield Mutant(f"drop-read@{i}", "drop-read", MAY, f"dropped {_call(ref[i])}", _without(ref, i),
                      call=(str(ref[i].call), dict(ref[i].args)))
     for i in reads:
-        yield Mutant(f"repeat-read@{i}", "repeat-read", MAY, f"repeated {_call(ref[i])}", repeated(i))
+        yield Mutant(f"repeat-read@{i}", "repeat-read", MAY, f"repeated {_call(ref[i])}", _repeated(ref, i))
     pairs = {(str(inv.spec.get("first")), str(inv.spec.get("then")))
              for inv in domain.invariants if inv.kind == "before"}
     for i in range(len(ref) - 1):
