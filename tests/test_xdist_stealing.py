@@ -59,3 +59,45 @@ def test_no_trial_is_taken_from_a_worker_while_it_runs(pytester: pytest.Pytester
     result.assert_outcomes(passed=16)
     started = sorted(starts.read_text(encoding="utf-8").split())
     assert started == sorted(f"{task}[{trial}]" for task in ("slow", "fast") for trial in range(1, 9))
+
+
+class _Item:
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+class _Worker:
+    """The parts of xdist's WorkerInteractor its own ``steal`` uses: its queue (xdist's
+    TestQueue) and the events it sends; ``steal`` is xdist's own, bound to this."""
+
+    def __init__(self, indices: list[int]) -> None:
+        import execnet
+        from xdist.remote import TestQueue, WorkerInteractor
+
+        self.torun = TestQueue(execnet.gateway_base.get_execmodel("thread"))
+        for i in indices:
+            self.torun.put(i)
+        self.sent: list[tuple[str, dict[str, object]]] = []
+        self.steal = WorkerInteractor.steal.__get__(self)
+
+    def sendevent(self, name: str, **kwargs: object) -> None:
+        self.sent.append((name, kwargs))
+
+
+def test_a_worker_refuses_a_steal_of_a_trial_that_began_there() -> None:
+    """The worker's side of the scheduler's guess (the controller's reports lag): asked for
+    items one of whose trials began here, it gives none up, as xdist's worker does when one
+    has left its queue; asked for items none of whose trials began, xdist's steal as it is."""
+    if not hasattr(pytest.importorskip("xdist.remote").TestQueue, "lock"):
+        pytest.skip("xdist's worker queue has no lock before pytest-xdist 3.6: no guard there")
+    from pytest_sandtable.plugin.pool import guard_interactor
+
+    items = [_Item(f"d.yaml::t[{i}-8]") for i in range(8)]
+    worker = _Worker(list(range(8)))
+    begun = {items[5].nodeid}
+    guard_interactor(worker, items, begun)
+    worker.steal([5, 6, 7])
+    worker.steal([6, 7])
+    assert worker.sent == [("unscheduled", {"indices": []}), ("unscheduled", {"indices": [6, 7]})]
+    with worker.torun.lock() as q:
+        assert list(q) == [0, 1, 2, 3, 4, 5]

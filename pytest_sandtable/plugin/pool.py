@@ -9,9 +9,11 @@ process will run next are started too (prefetch), provided their agent and user
 come from the same session-scoped fixtures, whose values are already known.
 Under pytest-xdist, "the items this process will run next" is the worker's own
 queue, so `-n W` gives W x N trials in flight; the plugin asks xdist for work
-stealing then. Known limitation: when another worker steals items whose trials
-this worker already started, those are cancelled (their model calls stop) but
-were started twice; only the run that is reported counts, in results and usage.
+stealing then. Another worker takes only items whose trials have not begun here
+(:func:`guard_steals`, with pytest-xdist 3.6 and later); a trial started ahead whose
+item was taken while it waited for a slot does not begin. With an older xdist a stolen
+trial that had begun is cancelled (its model calls stop) but was started twice; only
+the run that is reported counts, in results and usage.
 
 Output: while trials overlap, what an agent prints (print(), and writes to
 sys.stdout/sys.stderr while pytest waits for a trial) or logs is routed by a
@@ -25,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import builtins
 import concurrent.futures
+import contextlib
 import contextvars
 import io
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .config import RunConfig, is_xdist_worker
@@ -202,22 +205,62 @@ class _routed:
         sys.stdout, sys.stderr = self.saved
 
 
-def worker_keeps(session: Any) -> Callable[[str], bool] | None:
+def worker_keeps(session: Any, begun: set[str] | None = None) -> Callable[[str], bool] | None:
     """Under xdist, whether this worker still runs the item of a node id: the item it runs,
     the next, or one in its queue (looked for from its front, where the items started ahead
-    are). None outside xdist."""
+    are). None outside xdist. With ``begun``, a node id it keeps is added to it, under the
+    queue's lock, as its trial begins here (:func:`guard_steals` reads it under the same lock)."""
     interactor = _xdist_worker(session.config)
     if interactor is None or getattr(interactor, "torun", None) is None:
         return None
     items = session.items
 
     def keeps(nodeid: str) -> bool:
-        i = getattr(interactor, "item_index", None)  # the item it runs
-        if isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid:
-            return True
-        return any(item.nodeid == nodeid for item in pending_items(session, None))
+        with _queue_lock(interactor):
+            i = getattr(interactor, "item_index", None)  # the item it runs
+            kept = (isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid == nodeid) or any(
+                item.nodeid == nodeid for item in pending_items(session, None))
+            if kept and begun is not None:
+                begun.add(nodeid)
+        return kept
 
     return keeps
+
+
+def guard_steals(session: Any, begun: set[str]) -> None:
+    """Under xdist, make this worker refuse a steal (give none of the items asked for, as
+    xdist's worker does when one of them has left its queue) when the trial of one of them
+    has begun here (``begun``, kept by :func:`worker_keeps`). The controller's scheduler
+    guesses which trials run from the reports it has had, which lag: without this, a trial
+    that began while its worker's reports were on their way could be taken and started
+    twice. Only where xdist's queue has its lock (``TestQueue.lock``, pytest-xdist 3.6 and
+    later); elsewhere steals stay as xdist makes them."""
+    interactor = _xdist_worker(session.config)
+    if interactor is not None:
+        guard_interactor(interactor, session.items, begun)
+
+
+def guard_interactor(interactor: Any, items: Sequence[Any], begun: set[str]) -> None:
+    """:func:`guard_steals` on xdist's ``WorkerInteractor`` (``items``: the session's)."""
+    torun: Any = getattr(interactor, "torun", None)
+    if not hasattr(torun, "lock") or getattr(interactor, "_sandtable_guarded", False):
+        return
+    original = interactor.steal
+
+    def steal(indices: Any) -> None:
+        with torun.lock():  # a re-entrant lock: xdist's own steal takes it again
+            if any(isinstance(i, int) and 0 <= i < len(items) and items[i].nodeid in begun for i in indices):
+                interactor.sendevent("unscheduled", indices=[])
+                return
+            original(indices)
+
+    interactor.steal = steal
+    interactor._sandtable_guarded = True
+
+
+def _queue_lock(interactor: Any) -> Any:
+    torun: Any = getattr(interactor, "torun", None)
+    return torun.lock() if hasattr(torun, "lock") else contextlib.nullcontext()
 
 
 def pending_items(session: Any, current: Any) -> Iterator[Any]:
@@ -293,6 +336,18 @@ def work_stealing(config: Any, log: Any) -> Any:
         nothing is left to steal."""
 
         steal_requested_from_node: Any  # xdist's: the worker asked to give items up, if any
+        node2pending: Any  # xdist's: each worker's items sent and not reported done
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # a worker that refused a steal (a trial it was asked for had begun: guard_steals),
+            # and how many items it then had: not asked again until that changes
+            self.refused: dict[Any, int] = {}
+
+        def remove_pending_tests_from_node(self, node: Any, indices: Any) -> None:
+            if not indices:
+                self.refused[node] = len(self.node2pending.get(node, ()))
+            super().remove_pending_tests_from_node(node, indices)
 
         def check_schedule(self) -> None:
             up = {node: pending for node, pending in self.node2pending.items() if not node.shutting_down}
@@ -308,6 +363,8 @@ def work_stealing(config: Any, log: Any) -> Any:
             if self.steal_requested_from_node is not None:  # one steal at a time
                 return
             victim = max(up, key=lambda node: len(up[node]))  # `up` holds the idle ones at least
+            if self.refused.get(victim) == len(up[victim]):
+                return  # it refused with these items: asked again once one is done
             spare = len(up[victim]) - max(MIN_PENDING, in_flight)
             if spare <= 0:
                 for node in idle:  # nothing to take that is not running: the idle ones stop

@@ -28,7 +28,7 @@ from ..engine.results import ERRORED, TrialResult
 from ..engine.trial import ServeHook, ToolCaller, arun_trial, trial_seed
 from .config import REFERENCE_NOTICE, RUN_STATE, RunConfig, is_xdist_worker
 from .interplay import ItemTimeout, item_timeout, run_id, trial_deadline
-from .pool import TrialPool, pending_items, worker_keeps
+from .pool import TrialPool, guard_steals, pending_items, worker_keeps
 
 if TYPE_CHECKING:
     from ..adapters.recording import Settings, Tape
@@ -503,7 +503,9 @@ class RunState:
         """Start this item's trial (unless prefetched), top up the prefetch window, wait for
         it. As in :meth:`run_now`, whatever escapes the trial makes it errored, except Ctrl-C."""
         if self._pool is None:  # under xdist it knows which items are still this worker's
-            self._pool = TrialPool(self.run.concurrency, worker_keeps(item.session))
+            begun: set[str] = set()  # the items whose trials began here: never given up to a steal
+            self._pool = TrialPool(self.run.concurrency, worker_keeps(item.session, begun))
+            guard_steals(item.session, begun)
         self._prefetch(item, agent, user)
         try:
             return self.pool.wait(item.nodeid)
